@@ -1,0 +1,196 @@
+"""The Event: everything that reaches an agent is one.
+
+An event records who sent it (`source`), how it came (`channel`), what it says (`content`) and
+what it relates to (`context`). Text in an event is data; it becomes an instruction only when its
+source is the user. `render_event` is the one place that turns an event into the text a model
+reads, with a source tag for everything that does not come from the user.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import UserError
+
+# Kinds the runtime knows. Any other kind is accepted as data and routed as a normal event.
+USER_INPUT: Final = "user.input"
+USER_INTERRUPT: Final = "user.interrupt"
+SUPERVISOR_INSTRUCTION: Final = "supervisor.instruction"
+AGENT_INPUT: Final = "agent.input"
+AGENT_INTERRUPT: Final = "agent.interrupt"
+TOOL_RESULT: Final = "tool.result"
+TOOL_PROGRESS: Final = "tool.progress"
+TIMER_TRIGGER: Final = "timer.trigger"
+SHELL_OUTPUT: Final = "shell.output"
+EMAIL_RECEIVED: Final = "email.received"
+WEBHOOK_RECEIVED: Final = "webhook.received"
+IM_MESSAGE: Final = "im.message"
+SYSTEM_ALERT: Final = "system.alert"
+
+KNOWN_KINDS: Final = frozenset(
+    {
+        USER_INPUT,
+        USER_INTERRUPT,
+        SUPERVISOR_INSTRUCTION,
+        AGENT_INPUT,
+        AGENT_INTERRUPT,
+        TOOL_RESULT,
+        TOOL_PROGRESS,
+        TIMER_TRIGGER,
+        SHELL_OUTPUT,
+        EMAIL_RECEIVED,
+        WEBHOOK_RECEIVED,
+        IM_MESSAGE,
+        SYSTEM_ALERT,
+    }
+)
+
+SourceType = Literal["user", "contact", "stranger", "system", "agent", "tool", "supervisor"]
+Urgency = Literal["low", "normal", "high", "urgent"]
+
+
+def new_event_id() -> str:
+    return "ev_" + uuid.uuid4().hex[:20]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Source(BaseModel):
+    """Who an event comes from: a type (user, contact, …) and an identifier within it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: SourceType
+    id: str = ""
+
+
+class Event(BaseModel):
+    """One thing that happened, addressed to one agent session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=new_event_id)
+    ts: datetime = Field(default_factory=utc_now)
+    kind: str = Field(min_length=1)
+    source: Source
+    channel: str = "internal"
+    content: str | dict[str, Any] = ""
+    context: dict[str, Any] = Field(default_factory=dict)
+    urgency: Urgency = "normal"
+    session: str = "main"
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Event:
+        """Parse an event, raising :class:`InvalidEvent` with the field at fault."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise InvalidEvent.from_validation(exc) from exc
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Event:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise InvalidEvent.from_validation(exc) from exc
+
+    @property
+    def text(self) -> str:
+        """The content as text: strings as they are, structured content as compact JSON."""
+        if isinstance(self.content, str):
+            return self.content
+        return json.dumps(self.content, ensure_ascii=False, sort_keys=True)
+
+
+class InvalidEvent(UserError):
+    """An event did not match the Event schema; the message names each field at fault."""
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError) -> InvalidEvent:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        return cls(
+            f"Invalid event: {problems}. An event needs at least `kind` (e.g. \"user.input\") "
+            f"and `source` (e.g. {{\"type\": \"user\", \"id\": \"me\"}})."
+        )
+
+
+def user_input(text: str, *, session: str = "main", channel: str = "console") -> Event:
+    return Event(
+        kind=USER_INPUT,
+        source=Source(type="user", id="user"),
+        channel=channel,
+        content=text,
+        session=session,
+    )
+
+
+def user_interrupt(text: str = "stop", *, session: str = "main", channel: str = "console") -> Event:
+    return Event(
+        kind=USER_INTERRUPT,
+        source=Source(type="user", id="user"),
+        channel=channel,
+        content=text,
+        urgency="urgent",
+        session=session,
+    )
+
+
+def source_tag(event: Event) -> str:
+    """The tag that marks event text as data from somewhere other than the user.
+
+    Returns "" for the user's own words, which are the only text read as instructions.
+    """
+    src = event.source
+    if src.type == "user":
+        return ""
+    if event.kind == TOOL_RESULT:
+        task = event.context.get("task_id")
+        return f"[TOOL_RESULT task {task}]" if task else "[TOOL_RESULT]"
+    if event.kind == TOOL_PROGRESS:
+        task = event.context.get("task_id")
+        return f"[TOOL_PROGRESS task {task}]" if task else "[TOOL_PROGRESS]"
+    if event.kind == TIMER_TRIGGER:
+        return f"[TIMER {src.id}]" if src.id else "[TIMER]"
+    if event.kind == SHELL_OUTPUT:
+        return f"[SHELL_OUTPUT task {src.id}]" if src.id else "[SHELL_OUTPUT]"
+    label = {
+        "contact": "FROM_CONTACT",
+        "stranger": "FROM_STRANGER",
+        "system": "SYSTEM",
+        "agent": "FROM_AGENT",
+        "tool": "FROM_TOOL",
+        "supervisor": "SUPERVISOR",
+    }[src.type]
+    return f"[{label} {src.id}]" if src.id else f"[{label}]"
+
+
+def render_event(event: Event) -> str:
+    """The text a model reads for one event.
+
+    Text from the user is shown as it is; everything else is prefixed with its source tag and
+    the kind, so that instructions inside an email or a tool output stay data.
+    """
+    tag = source_tag(event)
+    if not tag:
+        return event.text
+    kind = "" if event.kind in (TOOL_RESULT, TOOL_PROGRESS, TIMER_TRIGGER, SHELL_OUTPUT) else (
+        f" ({event.kind})"
+    )
+    note = ""
+    late = event.context.get("late_by_seconds")
+    if isinstance(late, int | float) and late > 0:
+        note = f" (fired late by {late:.0f}s; the runtime was not running at the scheduled time)"
+    return f"{tag}{kind}{note} {event.text}"

@@ -1,0 +1,143 @@
+"""Trajectory messages: what a session records and what a model reads.
+
+The shapes follow the chat format every provider understands (system, user, assistant with tool
+calls, tool results); the provider adapters translate them at the edge. `check_trajectory` states
+the invariant the session loop keeps: every tool call is answered by exactly one tool result
+before anything else is appended.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:16]
+
+
+class ToolCall(BaseModel):
+    """A tool call as the model emitted it. `arguments` is the raw JSON text, kept verbatim."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=new_call_id)
+    name: str
+    arguments: str = "{}"
+
+    @classmethod
+    def make(cls, name: str, /, call_id: str | None = None, **arguments: Any) -> ToolCall:
+        text = json.dumps(arguments, ensure_ascii=False)
+        return cls(id=call_id or new_call_id(), name=name, arguments=text)
+
+
+class SystemMessage(BaseModel):
+    role: Literal["system"] = "system"
+    content: str
+
+
+MarkKind = Literal["event", "events", "parallel", "tools_loaded", "note"]
+
+
+class UserMessage(BaseModel):
+    """A user-role message. Events reach the model this way, tagged by source in `content`."""
+
+    role: Literal["user"] = "user"
+    content: str
+    # Which stored events this message carries, and why it was appended; not sent to models.
+    event_ids: list[str] = Field(default_factory=list)
+    mark: MarkKind | None = None
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+ToolStatus = Literal["ok", "error", "placeholder", "cancelled", "lost"]
+
+
+class ToolMessage(BaseModel):
+    """The one result paired with a tool call.
+
+    `status` records how the call ended: normally (`ok`/`error`), moved to the background when an
+    event interrupted it (`placeholder`, rule 3), stopped (`cancelled`), or lost in a crash.
+    """
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    content: str
+    status: ToolStatus = "ok"
+
+    @property
+    def is_error(self) -> bool:
+        return self.status in ("error", "cancelled", "lost")
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def message_from_json(text: str | bytes) -> Message:
+    return MESSAGE_ADAPTER.validate_json(text)
+
+
+def message_to_json(message: Message) -> str:
+    return message.model_dump_json()
+
+
+def to_openai_shape(message: Message) -> dict[str, Any]:
+    """The message in the plain OpenAI shape used by `wakeful demo async --json`."""
+    if isinstance(message, AssistantMessage):
+        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+            ]
+        return out
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    return {"role": message.role, "content": message.content}
+
+
+def check_trajectory(messages: list[Message]) -> list[str]:
+    """Problems that would make a provider reject the trajectory; empty when well-formed.
+
+    The rules: a tool message answers a call of the assistant message directly before the run
+    of tool messages it belongs to; every call is answered exactly once, before any other message.
+    """
+    problems: list[str] = []
+    open_calls: dict[str, str] = {}
+    for i, msg in enumerate(messages):
+        if isinstance(msg, ToolMessage):
+            if msg.tool_call_id not in open_calls:
+                problems.append(
+                    f"message {i}: tool result for {msg.tool_call_id!r} answers no open tool call"
+                )
+            else:
+                del open_calls[msg.tool_call_id]
+            continue
+        if open_calls:
+            problems.append(
+                f"message {i} ({msg.role}) comes before results of calls {sorted(open_calls)}"
+            )
+            open_calls.clear()
+        if isinstance(msg, SystemMessage) and i != 0:
+            problems.append(f"message {i}: system message not at the start")
+        if isinstance(msg, AssistantMessage):
+            ids = [c.id for c in msg.tool_calls]
+            if len(set(ids)) != len(ids):
+                problems.append(f"message {i}: duplicate tool call ids {ids}")
+            open_calls = {c.id: c.name for c in msg.tool_calls}
+    if open_calls:
+        problems.append(f"end: calls {sorted(open_calls)} have no result yet")
+    return problems

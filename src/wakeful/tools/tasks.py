@@ -1,0 +1,324 @@
+"""Background tasks: tool work whose start and completion are decoupled.
+
+Every tool call runs as a :class:`TaskHandle` owned by the runtime's task group. An inline call is
+awaited by its session; a background call (or an inline call the session detached when an event
+interrupted it, rule 3) reports its completion as a `tool.result` event instead. Tasks keep their
+last output lines and a progress figure for `task_status`, and can be cancelled as a whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..events import TOOL_PROGRESS, TOOL_RESULT, Event, Source
+from .spec import ToolResult
+
+log = logging.getLogger(__name__)
+
+TaskState = Literal["running", "completed", "failed", "cancelled", "lost"]
+Emit = Callable[[Event], Awaitable[None]]
+TaskRunner = Callable[["TaskHandle"], Awaitable[ToolResult]]
+
+_PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%")
+OUTPUT_LINES_KEPT = 200
+
+
+def new_task_id() -> str:
+    return "task_" + uuid.uuid4().hex[:8]
+
+
+@dataclass
+class TaskRecord:
+    """The stored, serialisable view of a task."""
+
+    id: str
+    session: str
+    tool: str
+    call_id: str
+    description: str
+    state: TaskState
+    background: bool
+    started_at: datetime
+    ended_at: datetime | None = None
+    percent: float | None = None
+    result: str | None = None
+    cancel_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session": self.session,
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "description": self.description,
+            "state": self.state,
+            "background": self.background,
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "percent": self.percent,
+            "result": self.result,
+            "cancel_reason": self.cancel_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
+        return cls(
+            id=data["id"],
+            session=data["session"],
+            tool=data["tool"],
+            call_id=data["call_id"],
+            description=data["description"],
+            state=data["state"],
+            background=bool(data["background"]),
+            started_at=datetime.fromisoformat(data["started_at"]),
+            ended_at=datetime.fromisoformat(data["ended_at"]) if data.get("ended_at") else None,
+            percent=data.get("percent"),
+            result=data.get("result"),
+            cancel_reason=data.get("cancel_reason"),
+        )
+
+
+@dataclass(eq=False)
+class TaskHandle:
+    """A running or finished task. Created by :meth:`TaskManager.start`."""
+
+    id: str
+    session: str
+    tool: str
+    call_id: str
+    description: str
+    background: bool
+    manager: TaskManager
+    state: TaskState = "running"
+    percent: float | None = None
+    progress_message: str = ""
+    result: ToolResult | None = None
+    cancel_reason: str | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    started_monotonic: float = field(default_factory=time.monotonic)
+    ended_at: datetime | None = None
+    ended_monotonic: float | None = None
+    output: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_LINES_KEPT))
+    output_line_count: int = 0
+    _done: anyio.Event = field(default_factory=anyio.Event)
+    _scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    _subscribers: list[MemoryObjectSendStream[str]] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def runtime_seconds(self) -> float:
+        end = self.ended_monotonic if self.ended_monotonic is not None else time.monotonic()
+        return end - self.started_monotonic
+
+    async def wait(self) -> ToolResult:
+        await self._done.wait()
+        assert self.result is not None
+        return self.result
+
+    def detach(self) -> None:
+        """Stop waiting for this task inline: its result will arrive as a tool.result event."""
+        if not self.background:
+            self.background = True
+            self.manager.changed(self)
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the task; its process group (if any) is killed by the runner's cleanup."""
+        if not self.done and self.cancel_reason is None:
+            self.cancel_reason = reason
+            self._scope.cancel()
+
+    async def report_progress(self, percent: float | None, message: str = "") -> None:
+        if percent is not None and math.isfinite(percent):
+            self.percent = max(0.0, min(100.0, percent))
+        if message:
+            self.progress_message = message
+        if self.background and self.manager.emit_progress:
+            await self.manager.emit(
+                Event(
+                    kind=TOOL_PROGRESS,
+                    source=Source(type="tool", id=self.id),
+                    content=message or f"{self.percent:.0f}%",
+                    context={"task_id": self.id, "tool": self.tool, "percent": self.percent},
+                    session=self.session,
+                )
+            )
+
+    def add_output(self, line: str) -> None:
+        """Record one line of output; a trailing 'NN%' in it updates the progress figure."""
+        self.output.append(line)
+        self.output_line_count += 1
+        matches = _PERCENT.findall(line)
+        if matches:
+            value = float(matches[-1])
+            if value <= 100:
+                self.percent = value
+        for stream in list(self._subscribers):
+            try:
+                stream.send_nowait(line)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._subscribers.remove(stream)
+
+    def subscribe(self) -> MemoryObjectReceiveStream[str]:
+        """A stream of this task's output lines from now on; it ends when the task ends."""
+        send, receive = anyio.create_memory_object_stream[str](max_buffer_size=math.inf)
+        if self.done:
+            send.close()
+        else:
+            self._subscribers.append(send)
+        return receive
+
+    def last_lines(self, n: int = 20) -> list[str]:
+        return list(self.output)[-n:]
+
+    def record(self) -> TaskRecord:
+        return TaskRecord(
+            id=self.id,
+            session=self.session,
+            tool=self.tool,
+            call_id=self.call_id,
+            description=self.description,
+            state=self.state,
+            background=self.background,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            percent=self.percent,
+            result=self.result.content if self.result else None,
+            cancel_reason=self.cancel_reason,
+        )
+
+    def status(self, lines: int = 10) -> dict[str, Any]:
+        """What `task_status` shows."""
+        out: dict[str, Any] = {
+            "task_id": self.id,
+            "tool": self.tool,
+            "description": self.description,
+            "state": self.state,
+            "percent": self.percent,
+            "runtime_seconds": round(self.runtime_seconds, 2),
+            "last_output": self.last_lines(lines),
+        }
+        if self.progress_message:
+            out["progress_message"] = self.progress_message
+        if self.cancel_reason:
+            out["cancel_reason"] = self.cancel_reason
+        if self.done and self.result is not None:
+            out["result"] = self.result.content
+        return out
+
+
+class TaskManager:
+    """Starts, tracks and cancels tasks inside the runtime's task group."""
+
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        emit: Emit,
+        *,
+        on_change: Callable[[TaskRecord], None] | None = None,
+        emit_progress: bool = False,
+    ) -> None:
+        self._tg = task_group
+        self.emit = emit
+        self._on_change = on_change
+        self.emit_progress = emit_progress
+        self._tasks: dict[str, TaskHandle] = {}
+
+    def start(
+        self,
+        *,
+        session: str,
+        tool: str,
+        run: TaskRunner,
+        call_id: str = "",
+        description: str = "",
+        background: bool = False,
+    ) -> TaskHandle:
+        handle = TaskHandle(
+            id=new_task_id(),
+            session=session,
+            tool=tool,
+            call_id=call_id,
+            description=description,
+            background=background,
+            manager=self,
+        )
+        self._tasks[handle.id] = handle
+        self.changed(handle)
+        self._tg.start_soon(self._run, handle, run, name=f"wakeful task {handle.id}")
+        return handle
+
+    def changed(self, handle: TaskHandle) -> None:
+        if self._on_change is not None and (handle.background or handle.done):
+            self._on_change(handle.record())
+
+    async def _run(self, handle: TaskHandle, run: TaskRunner) -> None:
+        result: ToolResult | None = None
+        with handle._scope:
+            try:
+                result = await run(handle)
+            except Exception as exc:
+                log.exception("task %s (%s) raised", handle.id, handle.tool)
+                result = ToolResult.error(f"{handle.tool} failed with {type(exc).__name__}: {exc}")
+        if result is None or handle._scope.cancelled_caught:
+            handle.state = "cancelled"
+            reason = handle.cancel_reason or "cancelled"
+            result = ToolResult.error(f"Task {handle.id} ({handle.tool}) was cancelled: {reason}.")
+        else:
+            handle.state = "failed" if result.is_error else "completed"
+        handle.result = result
+        handle.ended_at = datetime.now(UTC)
+        handle.ended_monotonic = time.monotonic()
+        for stream in handle._subscribers:
+            stream.close()
+        handle._subscribers.clear()
+        handle._done.set()
+        self.changed(handle)
+        if handle.background and handle.state != "cancelled":
+            await self.emit(
+                Event(
+                    kind=TOOL_RESULT,
+                    source=Source(type="tool", id=handle.id),
+                    content=result.content,
+                    context={
+                        "task_id": handle.id,
+                        "tool": handle.tool,
+                        "call_id": handle.call_id,
+                        "state": handle.state,
+                        "runtime_seconds": round(handle.runtime_seconds, 2),
+                    },
+                    session=handle.session,
+                )
+            )
+
+    def get(self, task_id: str) -> TaskHandle | None:
+        return self._tasks.get(task_id)
+
+    def list(self, session: str | None = None, *, background_only: bool = True) -> list[TaskHandle]:
+        return [
+            t
+            for t in self._tasks.values()
+            if (session is None or t.session == session) and (t.background or not background_only)
+        ]
+
+    def running(self, session: str | None = None) -> list[TaskHandle]:
+        return [t for t in self.list(session) if not t.done]
+
+    def cancel_all(self, reason: str) -> None:
+        for handle in self._tasks.values():
+            handle.cancel(reason)
