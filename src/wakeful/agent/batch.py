@@ -1,0 +1,107 @@
+"""Batch markers and the status block: how pending events are appended at a safe point.
+
+A single pending event is appended as it is, so the common case reads like an ordinary chat.
+Several are numbered `[Unprocessed event i/N]` and closed by a summary that counts them by kind
+and asks the model to answer all of them, because models otherwise attend to the last one only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..events import Event, render_event
+from ..tools.tasks import TaskHandle
+
+_KIND_LABELS = {
+    "user.input": ("user message", "user messages"),
+    "user.interrupt": ("user interrupt", "user interrupts"),
+    "supervisor.instruction": ("supervisor instruction", "supervisor instructions"),
+    "agent.input": ("agent message", "agent messages"),
+    "agent.interrupt": ("agent interrupt", "agent interrupts"),
+    "tool.result": ("tool result", "tool results"),
+    "tool.progress": ("progress update", "progress updates"),
+    "timer.trigger": ("timer", "timers"),
+    "shell.output": ("shell output", "shell outputs"),
+    "email.received": ("email", "emails"),
+    "webhook.received": ("webhook", "webhooks"),
+    "im.message": ("instant message", "instant messages"),
+    "system.alert": ("system alert", "system alerts"),
+    "parallel": ("exchange answered in parallel", "exchanges answered in parallel"),
+    "note": ("runtime note", "runtime notes"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelExchange:
+    """A side query answered in parallel with the main task, to be recorded in the main one."""
+
+    event: Event
+    answer: str
+
+    def render(self) -> str:
+        return (
+            "[Answered in parallel with the main task; already sent to the user] "
+            f"The user asked: {self.event.text}\nAnswer sent: {self.answer}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something the runtime itself did that the model must know, e.g. tasks it cancelled."""
+
+    text: str
+
+    def render(self) -> str:
+        return f"[Runtime] {self.text}"
+
+
+PendingItem = Event | ParallelExchange | Note
+
+
+def _label(kind: str, count: int) -> str:
+    singular, plural = _KIND_LABELS.get(kind, (f"{kind} event", f"{kind} events"))
+    return f"{count} {singular if count == 1 else plural}"
+
+
+def _render(item: PendingItem) -> str:
+    return render_event(item) if isinstance(item, Event) else item.render()
+
+
+def item_kind(item: PendingItem) -> str:
+    if isinstance(item, ParallelExchange):
+        return "parallel"
+    if isinstance(item, Note):
+        return "note"
+    return item.kind
+
+
+def render_batch(items: Sequence[PendingItem]) -> str:
+    """The text of the user message that carries `items` into the trajectory."""
+    if len(items) == 1:
+        return _render(items[0])
+    n = len(items)
+    lines = [f"[Unprocessed event {i}/{n}] {_render(item)}" for i, item in enumerate(items, 1)]
+    counts = Counter(item_kind(item) for item in items)
+    summary = ", ".join(_label(kind, c) for kind, c in counts.items())
+    lines.append(
+        f"[{n} unprocessed events above: {summary}. Address all of them in your response, "
+        "not only the last one.]"
+    )
+    return "\n".join(lines)
+
+
+def render_status(tasks: Sequence[TaskHandle], loaded_tools: Sequence[str]) -> str:
+    """The status block: running background tasks and the tools loaded so far ("" if none)."""
+    parts: list[str] = []
+    if tasks:
+        described = []
+        for t in tasks:
+            percent = f", {t.percent:.0f}%" if t.percent is not None else ""
+            what = f" {t.description!r}" if t.description else ""
+            described.append(f"{t.id} ({t.tool}{what}{percent}, {t.runtime_seconds:.0f}s)")
+        parts.append("background tasks running: " + "; ".join(described))
+    if loaded_tools:
+        parts.append("tools loaded: " + ", ".join(loaded_tools))
+    return f"[Status] {' | '.join(parts)}" if parts else ""

@@ -1,0 +1,464 @@
+"""The agent session loop: one per session, consuming events only at safe points.
+
+The loop keeps the five rules of the trajectory:
+
+1. the assistant message is recorded as soon as the model has finished it;
+2. a tool result is recorded only when the tool has finished;
+3. a tool interrupted while running gets a placeholder result (it goes on as a background task)
+   or, when the interrupt is a stop, a cancellation result, so every call stays paired;
+4. a model turn interrupted mid-stream is discarded, never recorded;
+5. events that do not interrupt wait in a queue and are appended together at the next safe point.
+
+Safe points are the end of a model turn and the return of a tool call. Everything that reaches
+the session goes through :meth:`AgentSession.handle`, which asks the router and then either
+queues the event, interrupts the running step, or answers the event in a side session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..errors import ModelAPIError
+from ..events import Event
+from ..messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from ..models.base import Model, ModelRequest, StreamPart, ToolDefinition, TurnEnd
+from ..services import Services
+from ..tools.registry import ToolRegistry, execute_call
+from ..tools.spec import Tool, ToolContext, ToolResult
+from ..tools.tasks import TaskHandle
+from .batch import Note, ParallelExchange, PendingItem, render_batch, render_status
+from .router import Decision, Router, Strategy
+from .trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+Phase = Literal["idle", "model", "tools"]
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    system_prompt: str = "You are a helpful assistant."
+    # Plain assistant text stays in the trajectory; reply_to_user is how the agent talks.
+    send_assistant_text: bool = False
+    max_model_requests_per_activation: int = 50
+    # A stop also cancels this session's background tasks ("stop everything").
+    stop_cancels_background: bool = True
+    # How long a cancelled tool may take to clean up before the loop moves on.
+    cancel_grace_seconds: float = 5.0
+    parallel_max_steps: int = 4
+
+
+class SessionObserver(Protocol):
+    """Hooks for whoever shows the session as it runs (console, demo, tests)."""
+
+    def on_message(self, session: str, message: Message) -> None: ...
+
+    def on_stream_part(self, session: str, part: StreamPart) -> None: ...
+
+    def on_turn_discarded(self, session: str, reason: str) -> None: ...
+
+
+class _NoObserver:
+    def on_message(self, session: str, message: Message) -> None:
+        pass
+
+    def on_stream_part(self, session: str, part: StreamPart) -> None:
+        pass
+
+    def on_turn_discarded(self, session: str, reason: str) -> None:
+        pass
+
+
+def describe_call(call: ToolCall, limit: int = 80) -> str:
+    """A short human description of a call, e.g. the shell command it runs."""
+    try:
+        args = json.loads(call.arguments)
+    except json.JSONDecodeError:
+        args = None
+    if isinstance(args, dict) and isinstance(args.get("command"), str):
+        text: str = args["command"]
+    else:
+        text = call.arguments
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AgentSession:
+    """One agent session: its trajectory, its queue of pending events, and its loop."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        model: Model,
+        registry: ToolRegistry,
+        services: Services,
+        trajectory: Trajectory,
+        router: Router | None = None,
+        config: SessionConfig | None = None,
+        parallel_model: Model | None = None,
+        observer: SessionObserver | None = None,
+    ) -> None:
+        self.id = session_id
+        self.model = model
+        self.registry = registry
+        self.services = services
+        self.trajectory = trajectory
+        self.router = router or Router()
+        self.config = config or SessionConfig()
+        self.parallel_model = parallel_model
+        self.observer: SessionObserver = observer or _NoObserver()
+        self.pending: list[PendingItem] = []
+        self.loaded_tools: list[str] = []
+        self.phase: Phase = "idle"
+        self.model_requests = 0
+        self._tool_definitions: list[ToolDefinition] = registry.definitions()
+        self._wake = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._interrupt: Decision | None = None
+        self._needs_model = trajectory.needs_model
+        self._wait_for_event = False
+        self._tg: TaskGroup | None = None
+        self._started = anyio.Event()
+
+    # --- what the outside world calls ----------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.phase != "idle"
+
+    async def handle(self, event: Event) -> Decision:
+        """Route one event and carry out the decision. Returns the decision taken."""
+        decision = await self.router.decide(
+            event, busy=self.busy, task_summary=self.trajectory.task_summary()
+        )
+        self.apply(event, decision)
+        return decision
+
+    def apply(self, event: Event, decision: Decision) -> None:
+        if decision.strategy is Strategy.PARALLEL and self.busy and self._tg is not None:
+            self._tg.start_soon(self._answer_in_parallel, event, name=f"parallel {event.id}")
+            return
+        self.pending.append(event)
+        if decision.strategy is Strategy.CANCEL:
+            self._request_interrupt(decision)
+        self._wake.set()
+
+    def _request_interrupt(self, decision: Decision) -> None:
+        if self._interrupt is None or (decision.stop and not self._interrupt.stop):
+            self._interrupt = decision
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def wait_started(self) -> None:
+        await self._started.wait()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the session until cancelled. Call inside a task group that owns it."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            if not self.trajectory.messages:
+                await self._record(SystemMessage(content=self.config.system_prompt))
+            self._started.set()
+            requests_this_activation = 0
+            while True:
+                if not self.pending and (not self._needs_model or self._wait_for_event):
+                    self.phase = "idle"
+                    requests_this_activation = 0
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    continue
+                self._wait_for_event = False
+                self.phase = "model"
+                await self._apply_stop()
+                while self.pending:
+                    await self._flush_pending()
+                if not self._needs_model:
+                    continue
+                if requests_this_activation >= self.config.max_model_requests_per_activation:
+                    await self._give_up_activation()
+                    continue
+                requests_this_activation += 1
+                end = await self._model_turn()
+                if end is None:
+                    continue
+                await self._record(end.message)  # rule 1
+                if end.message.tool_calls:
+                    await self._run_tool_calls(end.message.tool_calls)
+                    self._needs_model = True
+                else:
+                    self._needs_model = False
+                    if self.config.send_assistant_text and end.message.content.strip():
+                        await self.services.outbox.send(self.id, end.message.content)
+
+    async def _record(self, message: Message) -> None:
+        await self.trajectory.append(message)
+        self.observer.on_message(self.id, message)
+
+    async def _apply_stop(self) -> None:
+        """On a stop, cancel this session's background tasks too, and note it for the model."""
+        decision = self._interrupt
+        if decision is None or not decision.stop or not self.config.stop_cancels_background:
+            return
+        running = self.services.tasks.running(self.id)
+        for handle in running:
+            handle.cancel("the user asked to stop")
+        if running:
+            names = ", ".join(f"{h.id} ({h.tool} {h.description!r})" for h in running)
+            self.pending.append(Note(f"Cancelled background tasks because of the stop: {names}."))
+
+    async def _flush_pending(self) -> None:
+        """Rule 5: append every pending item as one user message at a safe point."""
+        items, self.pending = self.pending, []
+        self._interrupt = None
+        text = render_batch(items)
+        status = render_status(self.services.tasks.running(self.id), self.loaded_tools)
+        if status:
+            text = f"{text}\n{status}"
+        event_ids = [
+            item.id if isinstance(item, Event) else item.event.id
+            for item in items
+            if isinstance(item, Event | ParallelExchange)
+        ]
+        if len(items) > 1:
+            mark: Literal["events", "parallel", "event", "note"] = "events"
+        elif isinstance(items[0], ParallelExchange):
+            mark = "parallel"
+        elif isinstance(items[0], Note):
+            mark = "note"
+        else:
+            mark = "event"
+        await self._record(UserMessage(content=text, event_ids=event_ids, mark=mark))
+        await self.trajectory.consume_events(event_ids)
+        if any(not isinstance(item, ParallelExchange) for item in items):
+            self._needs_model = True
+
+    async def _give_up_activation(self) -> None:
+        limit = self.config.max_model_requests_per_activation
+        self._needs_model = False
+        await self.services.outbox.send(
+            self.id,
+            f"I stopped after {limit} model requests in a row without finishing, to avoid a "
+            "runaway loop. Send a message to let me continue, or raise "
+            "agent.max_model_requests_per_activation in wakeful.toml.",
+            urgency="high",
+        )
+
+    async def _model_turn(self) -> TurnEnd | None:
+        """Stream one turn. Returns None when it was interrupted (rule 4) or failed."""
+        self.phase = "model"
+        self.model_requests += 1
+        request = ModelRequest(
+            messages=list(self.trajectory.messages), tools=self._tool_definitions
+        )
+        end: TurnEnd | None = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._interrupt is not None:
+                scope.cancel()
+            try:
+                async with aclosing(self.model.stream(request)) as parts:
+                    async for part in parts:
+                        if isinstance(part, TurnEnd):
+                            end = part
+                        else:
+                            self.observer.on_stream_part(self.id, part)
+            except ModelAPIError as exc:
+                self._scope = None
+                await self._model_failed(exc)
+                return None
+        self._scope = None
+        if end is None:
+            reason = "interrupted by an urgent event" if scope.cancel_called else "no final turn"
+            self.observer.on_turn_discarded(self.id, reason)
+            return None
+        return end
+
+    async def _model_failed(self, exc: ModelAPIError) -> None:
+        log.warning("session %s: model request failed: %s", self.id, exc)
+        self.observer.on_turn_discarded(self.id, f"model error: {exc}")
+        self._wait_for_event = True
+        await self.services.outbox.send(
+            self.id,
+            f"The model request failed: {exc} Nothing was lost; send a message to retry.",
+            urgency="high",
+        )
+
+    # --- tools ---------------------------------------------------------------------------------
+
+    async def _run_tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        self.phase = "tools"
+        for call in calls:
+            if self._interrupt is not None:
+                await self._record(self._not_started_result(call, self._interrupt))
+                continue
+            tool = self.registry.get(call.name)
+            if tool is not None and tool.spec.run_mode == "background":
+                await self._record(self._start_background(tool, call))
+                continue
+            await self._record(await self._run_inline(tool, call))
+
+    def _task_runner(self, tool: Tool | None, call: ToolCall) -> _CallRunner:
+        return _CallRunner(self, tool, call)
+
+    def _start_background(self, tool: Tool, call: ToolCall) -> ToolMessage:
+        handle = self.services.tasks.start(
+            session=self.id,
+            tool=call.name,
+            call_id=call.id,
+            description=describe_call(call),
+            run=self._task_runner(tool, call),
+            background=True,
+        )
+        content = json.dumps(
+            {
+                "task_id": handle.id,
+                "status": "running",
+                "note": "The result will arrive as a separate event; use task_status to check.",
+            }
+        )
+        return ToolMessage(tool_call_id=call.id, name=call.name, content=content)
+
+    async def _run_inline(self, tool: Tool | None, call: ToolCall) -> ToolMessage:
+        handle = self.services.tasks.start(
+            session=self.id,
+            tool=call.name,
+            call_id=call.id,
+            description=describe_call(call),
+            run=self._task_runner(tool, call),
+        )
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._interrupt is not None:
+                scope.cancel()
+            await handle.wait()
+        self._scope = None
+        if handle.done:  # rule 2 — also when it finished just as the interrupt arrived
+            assert handle.result is not None
+            return self._result_message(call, handle.result)
+        decision = self._interrupt or Decision(Strategy.CANCEL, stop=True)
+        if decision.stop:
+            return await self._cancel_inline(handle, call, decision)
+        handle.detach()  # rule 3: it goes on in the background
+        return ToolMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=(
+                f"Still running in the background as task {handle.id}; its result will arrive "
+                "as a separate event. Handle the new events first, and do not assume any result "
+                f"of this call until that event arrives (task_status('{handle.id}') shows "
+                "progress)."
+            ),
+            status="placeholder",
+        )
+
+    async def _cancel_inline(
+        self, handle: TaskHandle, call: ToolCall, decision: Decision
+    ) -> ToolMessage:
+        handle.cancel(decision.reason or "interrupted")
+        with anyio.move_on_after(self.config.cancel_grace_seconds, shield=True):
+            await handle.wait()
+        tail = handle.last_lines(5)
+        output = ("\nOutput before the cancellation:\n" + "\n".join(tail)) if tail else ""
+        return ToolMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=(
+                f"Cancelled after {handle.runtime_seconds:.1f}s because {decision.reason or 'of an interrupt'} "
+                f"(task {handle.id}); it did not finish.{output}"
+            ),
+            status="cancelled",
+        )
+
+    def _not_started_result(self, call: ToolCall, decision: Decision) -> ToolMessage:
+        return ToolMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=(
+                f"Not run: an interrupt arrived before this call started ({decision.reason}). "
+                "Call it again if it is still needed."
+            ),
+            status="cancelled",
+        )
+
+    @staticmethod
+    def _result_message(call: ToolCall, result: ToolResult) -> ToolMessage:
+        return ToolMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=result.content,
+            status="error" if result.is_error else "ok",
+        )
+
+    # --- parallel side sessions ----------------------------------------------------------------
+
+    async def _answer_in_parallel(self, event: Event) -> None:
+        """Answer an independent query now, then record it in the main trajectory."""
+        model = self.parallel_model or self.model
+        side_tools = ToolRegistry(
+            t for t in self.registry if t.spec.annotations.read_only and t.name != "reply_to_user"
+        )
+        messages: list[Message] = [
+            SystemMessage(content=self.config.system_prompt),
+            UserMessage(
+                content=(
+                    "[Side query, answered in parallel while the main task continues]\n"
+                    f"Main task so far: {self.trajectory.task_summary()}\n\n"
+                    f"The user asks: {event.text}\n"
+                    "Answer this question only, briefly; do not work on the main task."
+                )
+            ),
+        ]
+        answer = ""
+        try:
+            for _ in range(self.config.parallel_max_steps):
+                end = await model.complete(
+                    ModelRequest(messages=messages, tools=side_tools.definitions())
+                )
+                messages.append(end.message)
+                if not end.message.tool_calls:
+                    answer = end.message.content.strip()
+                    break
+                for call in end.message.tool_calls:
+                    ctx = ToolContext(self.id, call.id, call.name, self.services)
+                    result = await execute_call(side_tools.get(call.name), call, ctx, side_tools)
+                    messages.append(self._result_message(call, result))
+        except ModelAPIError as exc:
+            log.warning("session %s: parallel answer failed, queueing instead: %s", self.id, exc)
+            self.apply(event, Decision(Strategy.QUEUE, reason="parallel answer failed"))
+            return
+        if not answer:
+            answer = "(The side session did not produce an answer.)"
+        await self.services.outbox.send(self.id, answer, parallel=True)
+        self.pending.append(ParallelExchange(event, answer))
+        self._wake.set()
+
+
+class _CallRunner:
+    """Runs one tool call inside its task, with a context that knows the task."""
+
+    def __init__(self, session: AgentSession, tool: Tool | None, call: ToolCall) -> None:
+        self._session = session
+        self._tool = tool
+        self._call = call
+
+    async def __call__(self, handle: TaskHandle) -> ToolResult:
+        s = self._session
+        ctx = ToolContext(s.id, self._call.id, self._call.name, s.services, task=handle)
+        return await execute_call(self._tool, self._call, ctx, s.registry)

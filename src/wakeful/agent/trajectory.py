@@ -1,0 +1,104 @@
+"""A session's trajectory: the message list the model reads, persisted as it grows.
+
+The session appends through `Trajectory.append` only, which keeps the in-memory list and the
+store in step. `repair` makes a trajectory reloaded after a crash well-formed again: a tool call
+whose result was never recorded gets a result saying it was lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+
+
+class TrajectoryStore(Protocol):
+    async def append_messages(self, session: str, messages: Sequence[Message]) -> None: ...
+
+    async def mark_events(self, ids: Sequence[str], status: str) -> None: ...
+
+
+class Trajectory:
+    def __init__(
+        self,
+        session: str,
+        messages: Sequence[Message] = (),
+        *,
+        store: TrajectoryStore | None = None,
+    ) -> None:
+        self.session = session
+        self.messages: list[Message] = list(messages)
+        self._store = store
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    async def append(self, *messages: Message) -> None:
+        self.messages.extend(messages)
+        if self._store is not None:
+            await self._store.append_messages(self.session, messages)
+
+    async def consume_events(self, ids: Sequence[str]) -> None:
+        if self._store is not None and ids:
+            await self._store.mark_events(ids, "consumed")
+
+    def consumed_event_ids(self) -> set[str]:
+        return {
+            event_id
+            for m in self.messages
+            if isinstance(m, UserMessage)
+            for event_id in m.event_ids
+        }
+
+    def unanswered_calls(self) -> list[tuple[str, str]]:
+        """(call id, tool name) of calls at the end of the trajectory that have no result."""
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if isinstance(message, AssistantMessage):
+                answered = {
+                    m.tool_call_id
+                    for m in self.messages[index + 1 :]
+                    if isinstance(m, ToolMessage)
+                }
+                return [(c.id, c.name) for c in message.tool_calls if c.id not in answered]
+            if not isinstance(message, ToolMessage):
+                return []
+        return []
+
+    async def repair(self) -> list[str]:
+        """Answer calls left open by a crash; returns the ids of the calls it answered."""
+        open_calls = self.unanswered_calls()
+        for call_id, name in open_calls:
+            await self.append(
+                ToolMessage(
+                    tool_call_id=call_id,
+                    name=name,
+                    content=(
+                        f"The runtime stopped while {name} was running; its result was lost. "
+                        "Check whether it took effect before calling it again."
+                    ),
+                    status="lost",
+                )
+            )
+        return [call_id for call_id, _ in open_calls]
+
+    def task_summary(self, limit: int = 300) -> str:
+        """The latest thing the user asked, as a short summary of the main task."""
+        for message in reversed(self.messages):
+            if isinstance(message, UserMessage) and message.mark in ("event", "events", None):
+                text = message.content.strip()
+                return text if len(text) <= limit else text[:limit] + "…"
+        return "(no task yet)"
+
+    @property
+    def needs_model(self) -> bool:
+        """Whether the last message calls for a model turn (an event or a tool result)."""
+        if not self.messages:
+            return False
+        last = self.messages[-1]
+        if isinstance(last, SystemMessage | AssistantMessage):
+            return False
+        if isinstance(last, UserMessage):
+            return last.mark != "parallel"
+        return True

@@ -1,0 +1,217 @@
+"""The runtime: one event loop that owns the store, the tasks, the timers and every session.
+
+`Runtime` is an async context manager. Inside it, `submit(event)` persists an event and hands it
+to its session, which routes it (cancel, queue or parallel). On entry the runtime recovers what a
+previous run left behind: trajectories are reloaded and repaired, pending events are re-queued,
+and every task that was running is reported to its session as lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .agent.router import Decision, Router
+from .agent.session import AgentSession, SessionConfig, SessionObserver
+from .agent.trajectory import Trajectory
+from .errors import UserError
+from .events import SYSTEM_ALERT, Event, Source
+from .models.base import Model
+from .services import Outbox, Services
+from .tools.registry import ToolRegistry
+from .tools.spec import Tool
+from .tools.tasks import TaskManager
+
+if TYPE_CHECKING:
+    from .channels.timers import TimerService
+    from .clock import Clock
+    from .store.sqlite import Store
+
+log = logging.getLogger(__name__)
+
+
+def core_tools() -> list[Tool]:
+    """The tools every session starts with: talking to the user, tasks, shell, timers."""
+    from .channels.shell_monitor import monitor_shell
+    from .channels.timers import TIMER_TOOLS
+    from .tools.reply import reply_to_user
+    from .tools.shell import run_shell
+    from .tools.task_tools import TASK_TOOLS
+
+    return [reply_to_user, *TASK_TOOLS, run_shell, monitor_shell, *TIMER_TOOLS]
+
+
+class Runtime:
+    """Runs agent sessions against one model, one tool set and one store."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Iterable[Tool] = (),
+        with_core_tools: bool = True,
+        store_path: str | Path | None = None,
+        session_config: SessionConfig | None = None,
+        router: Router | None = None,
+        parallel_model: Model | None = None,
+        observer: SessionObserver | None = None,
+        outbox: Outbox | None = None,
+        clock: Clock | None = None,
+        with_timers: bool = True,
+    ) -> None:
+        self.model = model
+        tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
+        self.registry = ToolRegistry(tool_list)
+        self.store_path = Path(store_path) if store_path is not None else None
+        self.session_config = session_config or SessionConfig()
+        self.router = router or Router()
+        self.parallel_model = parallel_model
+        self.observer = observer
+        self.outbox = outbox or Outbox()
+        self.clock = clock
+        self.with_timers = with_timers
+        self.sessions: dict[str, AgentSession] = {}
+        self.store: Store | None = None
+        self.timers: TimerService | None = None
+        self._tg: TaskGroup | None = None
+        self._services: Services | None = None
+        self._entered = False
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        if self._entered:
+            raise UserError("This Runtime is already running; create a new one per run.")
+        self._entered = True
+        if self.store_path is not None:
+            from .store.sqlite import Store
+
+            self.store_path.parent.mkdir(parents=True, exist_ok=True)
+            self.store = await Store.open(self.store_path)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        store = self.store
+        tasks = TaskManager(
+            self._tg,
+            self.submit,
+            on_change=store.save_task_nowait if store is not None else None,
+        )
+        self._services = Services(tasks=tasks, emit=self.submit, outbox=self.outbox, store=store)
+        if self.with_timers:
+            from .channels.timers import TimerService
+
+            self.timers = TimerService(store, self.submit, clock=self.clock)
+            self._services.timers = self.timers
+            await self._tg.start(self.timers.run)
+        await self._recover()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            if self.store is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.store.close()
+        return None
+
+    @property
+    def services(self) -> Services:
+        if self._services is None:
+            raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
+        return self._services
+
+    @property
+    def tasks(self) -> TaskManager:
+        return self.services.tasks
+
+    async def _recover(self) -> None:
+        """Reload what a previous run stored: trajectories, pending events, lost tasks."""
+        if self.store is None:
+            return
+        for session_id in await self.store.sessions():
+            await self.session(session_id)
+        for record in await self.store.mark_running_tasks_lost():
+            await self.submit(
+                Event(
+                    kind=SYSTEM_ALERT,
+                    source=Source(type="system", id="runtime"),
+                    content=(
+                        f"Task {record.id} ({record.tool} {record.description!r}) was lost when "
+                        "the runtime stopped; it is no longer running and its result is unknown."
+                    ),
+                    context={"task_id": record.id, "state": "lost"},
+                    session=record.session,
+                )
+            )
+        for event in await self.store.pending_events():
+            session = await self.session(event.session)
+            if event.id in session.trajectory.consumed_event_ids():
+                await self.store.mark_events([event.id], "consumed")
+                continue
+            await session.handle(event)
+
+    # --- sessions and events -------------------------------------------------------------------
+
+    async def session(self, session_id: str = "main") -> AgentSession:
+        """The session with this id, started (and reloaded from the store) on first use."""
+        existing = self.sessions.get(session_id)
+        if existing is not None:
+            return existing
+        if self._tg is None:
+            raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
+        messages = await self.store.load_trajectory(session_id) if self.store else []
+        trajectory = Trajectory(session_id, messages, store=self.store)
+        await trajectory.repair()
+        session = AgentSession(
+            session_id,
+            model=self.model,
+            registry=self.registry,
+            services=self.services,
+            trajectory=trajectory,
+            router=self.router,
+            config=self.session_config,
+            parallel_model=self.parallel_model,
+            observer=self.observer,
+        )
+        self.sessions[session_id] = session
+        self._tg.start_soon(session.run, name=f"session {session_id}")
+        await session.wait_started()
+        return session
+
+    async def submit(self, event: Event) -> Decision:
+        """Persist an event and hand it to its session; returns how it was routed."""
+        if self.store is not None:
+            await self.store.add_event(event)
+        session = await self.session(event.session)
+        return await session.handle(event)
+
+    def is_idle(self, *, include_tasks: bool = True) -> bool:
+        """No session is working or holding pending events (nor, by default, running tasks)."""
+        if include_tasks and self._services is not None and self._services.tasks.running():
+            return False
+        return all(not s.busy and not s.pending for s in self.sessions.values())
+
+    async def wait_idle(self, *, timeout: float = 30.0, include_tasks: bool = True) -> None:
+        """Wait until every session is idle; for tests, demos and benchmarks."""
+        with anyio.fail_after(timeout):
+            while not self.is_idle(include_tasks=include_tasks):
+                await anyio.sleep(0.002)
+
+    def transcript(self, session_id: str = "main") -> list[dict[str, Any]]:
+        from .messages import to_openai_shape
+
+        return [to_openai_shape(m) for m in self.sessions[session_id].trajectory.messages]
