@@ -122,8 +122,8 @@ class InvalidEvent(UserError):
             for err in exc.errors()
         )
         return cls(
-            f"Invalid event: {problems}. An event needs at least `kind` (e.g. \"user.input\") "
-            f"and `source` (e.g. {{\"type\": \"user\", \"id\": \"me\"}})."
+            f'Invalid event: {problems}. An event needs at least `kind` (e.g. "user.input") '
+            f'and `source` (e.g. {{"type": "user", "id": "me"}}).'
         )
 
 
@@ -186,8 +186,10 @@ def render_event(event: Event) -> str:
     tag = source_tag(event)
     if not tag:
         return event.text
-    kind = "" if event.kind in (TOOL_RESULT, TOOL_PROGRESS, TIMER_TRIGGER, SHELL_OUTPUT) else (
-        f" ({event.kind})"
+    kind = (
+        ""
+        if event.kind in (TOOL_RESULT, TOOL_PROGRESS, TIMER_TRIGGER, SHELL_OUTPUT)
+        else (f" ({event.kind})")
     )
     note = ""
     late = event.context.get("late_by_seconds")

@@ -64,6 +64,7 @@ class Runtime:
         outbox: Outbox | None = None,
         clock: Clock | None = None,
         with_timers: bool = True,
+        workdir: str | Path | None = None,
     ) -> None:
         self.model = model
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
@@ -76,6 +77,7 @@ class Runtime:
         self.outbox = outbox or Outbox()
         self.clock = clock
         self.with_timers = with_timers
+        self.workdir = Path(workdir) if workdir is not None else None
         self.sessions: dict[str, AgentSession] = {}
         self.store: Store | None = None
         self.timers: TimerService | None = None
@@ -102,7 +104,9 @@ class Runtime:
             self.submit,
             on_change=store.save_task_nowait if store is not None else None,
         )
-        self._services = Services(tasks=tasks, emit=self.submit, outbox=self.outbox, store=store)
+        self._services = Services(
+            tasks=tasks, emit=self.submit, outbox=self.outbox, store=store, workdir=self.workdir
+        )
         if self.with_timers:
             from .channels.timers import TimerService
 
@@ -186,6 +190,7 @@ class Runtime:
             config=self.session_config,
             parallel_model=self.parallel_model,
             observer=self.observer,
+            settled=self.services.tasks.settled,
         )
         self.sessions[session_id] = session
         self._tg.start_soon(session.run, name=f"session {session_id}")
@@ -205,11 +210,14 @@ class Runtime:
             return False
         return all(not s.busy and not s.pending for s in self.sessions.values())
 
-    async def wait_idle(self, *, timeout: float = 30.0, include_tasks: bool = True) -> None:
-        """Wait until every session is idle; for tests, demos and benchmarks."""
-        with anyio.fail_after(timeout):
-            while not self.is_idle(include_tasks=include_tasks):
-                await anyio.sleep(0.002)
+    async def wait_idle(self, *, include_tasks: bool = True) -> None:
+        """Wait until every session is idle (and, by default, no task runs).
+
+        Bound it with `anyio.fail_after` where it may not happen.
+        """
+        settled = self.services.tasks.settled
+        while not self.is_idle(include_tasks=include_tasks):
+            await settled.wait()
 
     def transcript(self, session_id: str = "main") -> list[dict[str, Any]]:
         from .messages import to_openai_shape

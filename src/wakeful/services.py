@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .events import Event
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from .channels.timers import TimerService
     from .store.sqlite import Store
 
-Emit = Callable[[Event], Awaitable[None]]
+Emit = Callable[[Event], Awaitable[object]]
 
 
 @dataclass
@@ -23,10 +24,22 @@ class Outbox:
     sent: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[Callable[[dict[str, Any]], Awaitable[None]]] = field(default_factory=list)
 
-    async def send(self, session: str, text: str, *, channel: str = "console",
-                   urgency: str = "normal", parallel: bool = False) -> None:
-        message = {"session": session, "text": text, "channel": channel, "urgency": urgency,
-                   "parallel": parallel}
+    async def send(
+        self,
+        session: str,
+        text: str,
+        *,
+        channel: str = "console",
+        urgency: str = "normal",
+        parallel: bool = False,
+    ) -> None:
+        message = {
+            "session": session,
+            "text": text,
+            "channel": channel,
+            "urgency": urgency,
+            "parallel": parallel,
+        }
         self.sent.append(message)
         for listener in self.listeners:
             await listener(message)
@@ -39,3 +52,5 @@ class Services:
     outbox: Outbox = field(default_factory=Outbox)
     timers: TimerService | None = None
     store: Store | None = None
+    # Where shell commands run unless a call names another directory.
+    workdir: Path | None = None

@@ -46,7 +46,9 @@ turns = st.one_of(
         lambda ds, bg, chunk: Turn(
             text="calling",
             chunk_delay=chunk,
-            tool_calls=[call("work_later" if b else "work", seconds=d) for d, b in zip(ds, bg)],
+            tool_calls=[
+                call("work_later" if b else "work", seconds=d) for d, b in zip(ds, bg, strict=False)
+            ],
         ),
         st.lists(durations, min_size=1, max_size=3),
         st.lists(st.booleans(), min_size=3, max_size=3),
@@ -61,15 +63,22 @@ def make_event(kind: str, i: int) -> Event:
     if kind == "stop":
         return user_interrupt(f"stop {i}")
     if kind == "urgent":
-        return Event(kind="system.alert", source=Source(type="system", id="mon"),
-                     content=f"alert {i}", urgency="urgent")
-    return Event(kind="webhook.received", source=Source(type="stranger", id="hook"),
-                 content=f"hook {i}")
+        return Event(
+            kind="system.alert",
+            source=Source(type="system", id="mon"),
+            content=f"alert {i}",
+            urgency="urgent",
+        )
+    return Event(
+        kind="webhook.received", source=Source(type="stranger", id="hook"), content=f"hook {i}"
+    )
 
 
 events = st.lists(
-    st.tuples(st.sampled_from([0.0, 0.003, 0.01, 0.03]),
-              st.sampled_from(["input", "stop", "urgent", "webhook"])),
+    st.tuples(
+        st.sampled_from([0.0, 0.003, 0.01, 0.03]),
+        st.sampled_from(["input", "stop", "urgent", "webhook"]),
+    ),
     min_size=1,
     max_size=6,
 )
@@ -77,7 +86,9 @@ events = st.lists(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=st.lists(turns, min_size=1, max_size=8), schedule=events)
-def test_trajectory_stays_well_formed(script: list[Turn], schedule: list[tuple[float, str]]) -> None:
+def test_trajectory_stays_well_formed(
+    script: list[Turn], schedule: list[tuple[float, str]]
+) -> None:
     plan = list(script)
     scripted_texts = {t.text for t in script} | {"done"}
 
@@ -90,8 +101,9 @@ def test_trajectory_stays_well_formed(script: list[Turn], schedule: list[tuple[f
     submitted: list[str] = []
 
     async def scenario() -> None:
-        async with Runtime(model=model, tools=[work, work_later], with_core_tools=False,
-                           with_timers=False) as rt:
+        async with Runtime(
+            model=model, tools=[work, work_later], with_core_tools=False, with_timers=False
+        ) as rt:
             first = user_input("start")
             submitted.append(first.id)
             await rt.submit(first)
@@ -100,7 +112,7 @@ def test_trajectory_stays_well_formed(script: list[Turn], schedule: list[tuple[f
                 event = make_event(kind, i)
                 submitted.append(event.id)
                 await rt.submit(event)
-            await rt.wait_idle(timeout=20)
+            await rt.wait_idle()
             msgs = rt.sessions["main"].trajectory.messages
             assert check_trajectory(msgs) == []
             for m in msgs:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 import anyio
@@ -78,10 +78,11 @@ def assert_well_formed(rt: Runtime) -> None:
         assert check_trajectory(session.trajectory.messages) == []
 
 
-async def wait_until(predicate: object, timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not predicate():  # type: ignore[operator]
-            await anyio.sleep(0.005)
+async def wait_until(predicate: Callable[[], object]) -> None:
+    """Wait for a state the session shows but does not signal (e.g. a phase)."""
+    with anyio.fail_after(5):
+        while not predicate():  # noqa: ASYNC110 - polling an observable state in a test
+            await anyio.sleep(0.002)
 
 
 async def test_plain_exchange_reads_like_an_ordinary_chat() -> None:
@@ -110,9 +111,7 @@ async def test_plain_assistant_text_is_not_sent_unless_configured() -> None:
 
 
 async def test_queued_events_are_appended_together_with_batch_markers() -> None:
-    model = ScriptedModel(
-        [use(call("wait_seconds", seconds=0.3)), say("all handled")]
-    )
+    model = ScriptedModel([use(call("wait_seconds", seconds=0.3)), say("all handled")])
     async with runtime(model) as rt:
         await rt.submit(user_input("do the long thing"))
         await wait_until(lambda: rt.sessions["main"].phase == "tools")
@@ -217,8 +216,11 @@ async def test_supervisor_instruction_is_urgent() -> None:
         await rt.submit(user_input("go"))
         await wait_until(lambda: rt.sessions["main"].phase == "tools")
         decision = await rt.submit(
-            Event(kind=SUPERVISOR_INSTRUCTION, source=Source(type="supervisor", id="ops"),
-                  content="pause all outbound email")
+            Event(
+                kind=SUPERVISOR_INSTRUCTION,
+                source=Source(type="supervisor", id="ops"),
+                content="pause all outbound email",
+            )
         )
         assert decision.strategy == "cancel" and not decision.stop
         await rt.wait_idle(include_tasks=False)
@@ -229,17 +231,22 @@ async def test_supervisor_instruction_is_urgent() -> None:
 
 
 async def test_bad_tool_calls_come_back_as_errors_the_model_can_read() -> None:
-    bad_json = Turn(tool_calls=[call("wait_seconds", seconds=1).model_copy(
-        update={"arguments": '{"seconds": 1'})])
-    model = ScriptedModel([
-        use(call("no_such_tool")),
-        bad_json,
-        use(call("wait_seconds", seconds="soon")),
-        use(call("wait_seconds")),
-        use(call("explode")),
-        use(call("refuse")),
-        say("giving up"),
-    ])
+    bad_json = Turn(
+        tool_calls=[
+            call("wait_seconds", seconds=1).model_copy(update={"arguments": '{"seconds": 1'})
+        ]
+    )
+    model = ScriptedModel(
+        [
+            use(call("no_such_tool")),
+            bad_json,
+            use(call("wait_seconds", seconds="soon")),
+            use(call("wait_seconds")),
+            use(call("explode")),
+            use(call("refuse")),
+            say("giving up"),
+        ]
+    )
     async with runtime(model) as rt:
         await rt.submit(user_input("try things"))
         await rt.wait_idle()
@@ -256,8 +263,11 @@ async def test_bad_tool_calls_come_back_as_errors_the_model_can_read() -> None:
 
 
 async def test_provider_error_mid_stream_tells_the_user_and_loses_nothing() -> None:
-    failing = Turn(text="partial answer here", error=ModelConnectionError(
-        "The connection dropped.", provider="test"), error_after_chunks=1)
+    failing = Turn(
+        text="partial answer here",
+        error=ModelConnectionError("The connection dropped.", provider="test"),
+        error_after_chunks=1,
+    )
     model = ScriptedModel([failing, use(call("reply_to_user", text="back")), say("")])
     async with runtime(model) as rt:
         await rt.submit(user_input("hello"))
@@ -291,8 +301,13 @@ async def test_parallel_query_is_answered_at_once_and_recorded_in_the_main_traje
         decision = await rt.submit(user_input("what's the weather in Paris?"))
         assert decision.strategy == "parallel"
         await wait_until(lambda: bool(rt.outbox.sent))
-        assert rt.outbox.sent[0] == {"session": "main", "text": "It is sunny in Paris.",
-                                     "channel": "console", "urgency": "normal", "parallel": True}
+        assert rt.outbox.sent[0] == {
+            "session": "main",
+            "text": "It is sunny in Paris.",
+            "channel": "console",
+            "urgency": "normal",
+            "parallel": True,
+        }
         assert rt.sessions["main"].phase == "tools"  # the main task was not interrupted
         await rt.wait_idle()
         msgs = messages(rt)

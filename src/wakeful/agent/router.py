@@ -49,7 +49,7 @@ DEFAULT_STOP_WORDS = frozenset(
 CLASSIFIER_PROMPT = """\
 You route messages a user sends to an assistant that is busy with a task.
 Answer with exactly one word:
-- cancel: the user wants the current work stopped or changed right now ("stop!", "wait, that's wrong").
+- cancel: the user wants the current work stopped or changed now ("stop!", "wait, wrong file").
 - parallel: an independent quick question unrelated to the current task ("what's the weather?").
 - queue: an extra instruction or information for the current task ("reply in Japanese").
 """

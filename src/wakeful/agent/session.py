@@ -26,10 +26,10 @@ from typing import Literal, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from ..activity import ActivitySignal
 from ..errors import ModelAPIError
 from ..events import Event
 from ..messages import (
-    AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
@@ -112,6 +112,7 @@ class AgentSession:
         config: SessionConfig | None = None,
         parallel_model: Model | None = None,
         observer: SessionObserver | None = None,
+        settled: ActivitySignal | None = None,
     ) -> None:
         self.id = session_id
         self.model = model
@@ -134,6 +135,8 @@ class AgentSession:
         self._wait_for_event = False
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
+        # Notified each time the session goes idle.
+        self.settled = settled or ActivitySignal()
 
     # --- what the outside world calls ----------------------------------------------------------
 
@@ -181,6 +184,7 @@ class AgentSession:
                 if not self.pending and (not self._needs_model or self._wait_for_event):
                     self.phase = "idle"
                     requests_this_activation = 0
+                    self.settled.notify()
                     await self._wake.wait()
                     self._wake = anyio.Event()
                     continue
@@ -380,8 +384,9 @@ class AgentSession:
             tool_call_id=call.id,
             name=call.name,
             content=(
-                f"Cancelled after {handle.runtime_seconds:.1f}s because {decision.reason or 'of an interrupt'} "
-                f"(task {handle.id}); it did not finish.{output}"
+                f"Cancelled after {handle.runtime_seconds:.1f}s because "
+                f"{decision.reason or 'of an interrupt'} (task {handle.id}); it did not "
+                f"finish.{output}"
             ),
             status="cancelled",
         )

@@ -57,9 +57,7 @@ class Trajectory:
             message = self.messages[index]
             if isinstance(message, AssistantMessage):
                 answered = {
-                    m.tool_call_id
-                    for m in self.messages[index + 1 :]
-                    if isinstance(m, ToolMessage)
+                    m.tool_call_id for m in self.messages[index + 1 :] if isinstance(m, ToolMessage)
                 }
                 return [(c.id, c.name) for c in message.tool_calls if c.id not in answered]
             if not isinstance(message, ToolMessage):

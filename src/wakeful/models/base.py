@@ -10,7 +10,7 @@ token usage. Cancelling the consumer cancels the request; nothing half-streamed 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,7 +82,7 @@ class Model(ABC):
     name: str = "model"
 
     @abstractmethod
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         """Stream one assistant turn. The last part is always a `TurnEnd`."""
 
     async def complete(self, request: ModelRequest) -> TurnEnd:

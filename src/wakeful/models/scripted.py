@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +67,7 @@ def use(*calls: ToolCall, text: str = "", **kwargs: Any) -> Turn:
 _CHUNK = re.compile(r"\S+\s*|\s+")
 
 
-async def _play(turn: Turn, model_name: str) -> AsyncIterator[StreamPart]:
+async def _play(turn: Turn, model_name: str) -> AsyncGenerator[StreamPart, None]:
     if turn.delay:
         await anyio.sleep(turn.delay)
     if turn.thinking:
@@ -87,7 +87,8 @@ async def _play(turn: Turn, model_name: str) -> AsyncIterator[StreamPart]:
         content=turn.text, thinking=turn.thinking, tool_calls=list(turn.tool_calls)
     )
     usage = Usage(output_tokens=len(chunks) + len(turn.tool_calls))
-    yield TurnEnd(message=message, usage=usage, stop_reason="tool_calls" if turn.tool_calls else "stop")
+    stop_reason = "tool_calls" if turn.tool_calls else "stop"
+    yield TurnEnd(message=message, usage=usage, stop_reason=stop_reason)
 
 
 class ScriptedModel(Model):
@@ -102,7 +103,7 @@ class ScriptedModel(Model):
     def remaining(self) -> int:
         return len(self._turns) - len(self.requests)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         index = len(self.requests)
         self.requests.append(request)
         if index >= len(self._turns):
@@ -127,7 +128,7 @@ class FunctionModel(Model):
         self._fn = fn
         self.requests: list[ModelRequest] = []
 
-    async def _run(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    async def _run(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         result = self._fn(request.messages, request.tools)
         if inspect.isawaitable(result):
             result = await result
@@ -135,6 +136,6 @@ class FunctionModel(Model):
         async for part in _play(turn, self.name):
             yield part
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         self.requests.append(request)
         return self._run(request)

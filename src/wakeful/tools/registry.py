@@ -81,8 +81,9 @@ def unknown_tool_result(name: str, registry: ToolRegistry) -> ToolResult:
     )
 
 
-async def execute_call(tool: Tool | None, call: ToolCall, ctx: ToolContext,
-                       registry: ToolRegistry) -> ToolResult:
+async def execute_call(
+    tool: Tool | None, call: ToolCall, ctx: ToolContext, registry: ToolRegistry
+) -> ToolResult:
     """Run one tool call and always return a result; cancellation propagates untouched."""
     if tool is None:
         return unknown_tool_result(call.name, registry)

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -192,15 +192,33 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+@overload
+def tool(fn: ToolFunction, /) -> Tool: ...
+
+
+@overload
 def tool(
-    fn: ToolFunction | None = None,
+    fn: None = None,
+    /,
     *,
     name: str | None = None,
     description: str | None = None,
     annotations: ToolAnnotations = ToolAnnotations(),
     run_mode: RunMode = "inline",
     examples: tuple[dict[str, Any], ...] = (),
-) -> Any:
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    fn: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    annotations: ToolAnnotations = ToolAnnotations(),
+    run_mode: RunMode = "inline",
+    examples: tuple[dict[str, Any], ...] = (),
+) -> Tool | Callable[[ToolFunction], Tool]:
     """Make an async function a :class:`Tool`.
 
     The description defaults to the docstring; parameters are described with

@@ -8,6 +8,7 @@ last output lines and a progress figure for `task_status`, and can be cancelled 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 import re
@@ -23,13 +24,14 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..activity import ActivitySignal
 from ..events import TOOL_PROGRESS, TOOL_RESULT, Event, Source
 from .spec import ToolResult
 
 log = logging.getLogger(__name__)
 
 TaskState = Literal["running", "completed", "failed", "cancelled", "lost"]
-Emit = Callable[[Event], Awaitable[None]]
+Emit = Callable[[Event], Awaitable[object]]
 TaskRunner = Callable[["TaskHandle"], Awaitable[ToolResult]]
 
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%")
@@ -172,7 +174,9 @@ class TaskHandle:
             try:
                 stream.send_nowait(line)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                # The subscriber went away; close our end too (an unclosed stream warns).
                 self._subscribers.remove(stream)
+                stream.close()
 
     def subscribe(self) -> MemoryObjectReceiveStream[str]:
         """A stream of this task's output lines from now on; it ends when the task ends."""
@@ -238,6 +242,8 @@ class TaskManager:
         self._on_change = on_change
         self.emit_progress = emit_progress
         self._tasks: dict[str, TaskHandle] = {}
+        # Notified whenever a task ends, for whoever waits on tasks to settle.
+        self.settled = ActivitySignal()
 
     def start(
         self,
@@ -305,6 +311,7 @@ class TaskManager:
                     session=handle.session,
                 )
             )
+        self.settled.notify()  # after the result event, so waiters see it pending
 
     def get(self, task_id: str) -> TaskHandle | None:
         return self._tasks.get(task_id)
@@ -316,7 +323,8 @@ class TaskManager:
             if (session is None or t.session == session) and (t.background or not background_only)
         ]
 
-    def running(self, session: str | None = None) -> list[TaskHandle]:
+    # `builtins.list`: inside this class, a bare `list` names the method above.
+    def running(self, session: str | None = None) -> builtins.list[TaskHandle]:
         return [t for t in self.list(session) if not t.done]
 
     def cancel_all(self, reason: str) -> None:

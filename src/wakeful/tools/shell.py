@@ -1,0 +1,157 @@
+"""`run_shell`: a shell command, awaited inline or started as a background task.
+
+Inline, the command runs in the task the session already runs this call in, so `task_status`
+sees its output live and an interrupt that detaches the call keeps the command running. With
+`background=True` it gets a task of its own and the result arrives later as a `tool.result`
+event. Either way the command's whole process group is stopped when the task ends
+(see :mod:`wakeful.tools.process`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+from pydantic import Field
+
+from ..channels.shell_monitor import monitor_shell
+from ..errors import ToolError
+from .process import run_process
+from .spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
+from .tasks import TaskHandle
+
+INLINE_TIMEOUT_SECONDS = 120.0
+# A background run is meant to outlive a turn, but a forgotten `tail -f` should not run forever:
+# one hour covers long builds and test suites; ask for more explicitly.
+BACKGROUND_TIMEOUT_SECONDS = 3600.0
+MAX_TIMEOUT_SECONDS = 86400.0
+_DESCRIPTION_CHARS = 100
+
+_BACKGROUND_TIMEOUT_HINT = (
+    "If the command needs longer, start it again with a larger timeout_seconds "
+    f"(at most {MAX_TIMEOUT_SECONDS:g})."
+)
+
+
+@tool(  # see spec.tool's return type
+    annotations=ToolAnnotations(destructive=True, open_world=True),
+    examples=(
+        {"command": "pytest -q tests/"},
+        {"command": "npm run build", "background": True},
+        {"command": "grep -rn 'TODO' src | head -20", "cwd": "/work/project"},
+    ),
+)
+async def run_shell(
+    ctx: ToolContext,
+    command: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="The command line, run by `bash -c`, e.g. 'sleep 5; echo done'.",
+        ),
+    ],
+    background: Annotated[
+        bool,
+        Field(
+            description="False waits for the command and returns its output; True returns a "
+            "task id at once and delivers the result later as an event, e.g. true.",
+        ),
+    ] = False,
+    timeout_seconds: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            le=MAX_TIMEOUT_SECONDS,
+            description="Stop the command after this many seconds. Leave it out for 120 inline "
+            "or 3600 in the background, e.g. 600.",
+        ),
+    ] = None,
+    cwd: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            description="The directory to run in, absolute or relative to the workspace; leave "
+            "it out for the workspace itself, e.g. 'frontend'.",
+        ),
+    ] = None,
+) -> Any:
+    """Run a bash command on this machine and return its exit code and output.
+
+    Use it to build, test, search files or run programs. By default the call waits for the
+    command (at most timeout_seconds, 120 by default) and returns its result. For anything that
+    may take more than a minute, or that keeps running (a server, a watcher), pass
+    background=True: the call returns at once and the result arrives later as a tool.result
+    event; follow the task with task_status, monitor_shell or cancel_task.
+
+    It cannot read input (stdin is empty) or answer prompts: pass flags such as `-y`. Processes a
+    command leaves running in the background (`cmd &`) are stopped when it exits; run a server in
+    the foreground with background=True instead. There is no sandbox yet: the command runs with
+    the runtime's own permissions, files and network, so run nothing you would not run by hand.
+
+    Result, inline: "Exit code 0. Output:" and the output (stdout and stderr merged); long
+    output keeps the first and last 50 lines with "[… N lines omitted …]" between. A non-zero
+    exit or a timeout is an error result that says so. Result with background=True:
+    {"task_id": "task_1a2b3c4d", "status": "running", "timeout_seconds": 3600, "next": "…"}.
+
+    Cost: inline, as long as the command runs; in the background, a few milliseconds.
+    """
+    workdir = await _working_directory(ctx, cwd)
+    if not background:
+        timeout = timeout_seconds or INLINE_TIMEOUT_SECONDS
+        return await run_process(ctx.task, command, cwd=workdir, timeout=timeout)
+
+    timeout = timeout_seconds or BACKGROUND_TIMEOUT_SECONDS
+
+    async def run_in_background(handle: TaskHandle) -> ToolResult:
+        return await run_process(
+            handle, command, cwd=workdir, timeout=timeout, timeout_hint=_BACKGROUND_TIMEOUT_HINT
+        )
+
+    handle = ctx.services.tasks.start(
+        session=ctx.session,
+        tool=ctx.tool_name,
+        run=run_in_background,
+        call_id=ctx.call_id,
+        description=_describe(command),
+        background=True,
+    )
+    return {
+        "task_id": handle.id,
+        "status": "running",
+        "timeout_seconds": timeout,
+        "next": "The result will arrive as a tool.result event. Meanwhile use task_status, "
+        "monitor_shell or cancel_task with this task_id.",
+    }
+
+
+async def _working_directory(ctx: ToolContext, cwd: str | None) -> Path | None:
+    base = ctx.services.workdir
+    if cwd is None:
+        return base
+    path = _resolve(cwd, base)
+    if not await anyio.Path(path).is_dir():
+        where = f"the workspace {str(base)!r}" if base is not None else "the runtime's directory"
+        raise ToolError(
+            f"The working directory {cwd!r} does not exist or is not a directory. Give an "
+            f"existing directory, or leave cwd out to run in {where}."
+        )
+    return path
+
+
+def _resolve(cwd: str, base: Path | None) -> Path:
+    path = Path(cwd).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    return path
+
+
+def _describe(command: str) -> str:
+    line = " ".join(command.split())
+    if len(line) <= _DESCRIPTION_CHARS:
+        return line
+    return line[: _DESCRIPTION_CHARS - 1] + "…"
+
+
+SHELL_TOOLS: tuple[Tool, ...] = (run_shell, monitor_shell)
+"""`run_shell` and `monitor_shell`, the tools an agent needs to run commands."""

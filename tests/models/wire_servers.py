@@ -1,0 +1,148 @@
+"""A local HTTP server that plays scripted provider replies, so tests can run the real SDKs.
+
+`WireServer` answers each POST with the next scripted `Reply`: a JSON error with a status and
+headers, or a server-sent-event stream whose frames can be paced, stalled or cut off mid-body.
+It records every request and notices when a client hangs up on a stream. `serve_wire` runs it
+with uvicorn on a free port of 127.0.0.1 inside the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+def sse(data: object, *, event: str | None = None) -> bytes:
+    """One server-sent event carrying `data` as JSON."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer.
+
+    With `json_body` set, the server answers with that body and `status`. Otherwise it streams
+    `frames`, waiting `frame_delay` before each frame from index `slow_from` on; with
+    `drop_after` set it cuts the connection after that many frames.
+    """
+
+    status: int = 200
+    json_body: object = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    frames: Sequence[bytes] = ()
+    frame_delay: float = 0.0
+    slow_from: int = 1
+    drop_after: int | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    at: float
+    """`time.monotonic()` when the request arrived."""
+
+
+class DroppedByTest(Exception):
+    """Raised inside a stream to make uvicorn cut the connection mid-body."""
+
+
+class WireServer:
+    def __init__(self) -> None:
+        self.port = 0
+        self.requests: list[RecordedRequest] = []
+        self.client_hung_up = anyio.Event()
+        self._replies: deque[Reply] = deque()
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["POST"])])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: Reply) -> None:
+        self._replies.extend(replies)
+
+    async def _handle(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(
+            RecordedRequest(request.url.path, dict(request.headers), body, time.monotonic())
+        )
+        if not self._replies:
+            message = f"The test server has no reply scripted for request {len(self.requests)}."
+            return JSONResponse({"error": {"message": message}}, status_code=400)
+        reply = self._replies.popleft()
+        if reply.json_body is not None:
+            return JSONResponse(reply.json_body, status_code=reply.status, headers=reply.headers)
+        return StreamingResponse(
+            self._stream(reply),
+            status_code=reply.status,
+            headers=reply.headers,
+            media_type="text/event-stream",
+        )
+
+    async def _stream(self, reply: Reply) -> AsyncIterator[bytes]:
+        try:
+            for i, frame in enumerate(reply.frames):
+                if i == reply.drop_after:
+                    raise DroppedByTest
+                if reply.frame_delay and i >= reply.slow_from:
+                    await anyio.sleep(reply.frame_delay)
+                yield frame
+        except anyio.get_cancelled_exc_class():
+            # Starlette cancels the stream when the client disconnects.
+            self.client_hung_up.set()
+            raise
+
+
+class _Uvicorn(uvicorn.Server):
+    """A uvicorn server that says when it is ready to accept connections."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+@asynccontextmanager
+async def serve_wire(server: WireServer) -> AsyncIterator[WireServer]:
+    """Run `server` on a free port of 127.0.0.1 until the block ends."""
+    config = uvicorn.Config(
+        server.app,
+        http="h11",
+        ws="none",
+        lifespan="off",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=1,
+    )
+    uvicorn_server = _Uvicorn(config)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        server.port = sock.getsockname()[1]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(uvicorn_server.serve, [sock])
+            with anyio.fail_after(5):
+                await uvicorn_server.ready.wait()
+            try:
+                yield server
+            finally:
+                uvicorn_server.should_exit = True

@@ -1,0 +1,205 @@
+"""task_status, cancel_task and list_tasks over real background shell commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from wakeful.channels.shell_monitor import monitor_shell
+from wakeful.errors import ToolError
+from wakeful.events import Event
+from wakeful.services import Services
+from wakeful.tools.shell import run_shell
+from wakeful.tools.spec import Tool, ToolContext
+from wakeful.tools.task_tools import TASK_TOOLS, cancel_task, list_tasks, task_status
+from wakeful.tools.tasks import TaskHandle, TaskManager
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids in the process group that are not zombies (PID 1 may never reap orphans here)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+@asynccontextmanager
+async def runtime() -> AsyncIterator[tuple[Services, list[Event]]]:
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    async with anyio.create_task_group() as tg:
+        services = Services(tasks=TaskManager(tg, emit), emit=emit)
+        yield services, events
+        services.tasks.cancel_all("the test is over")
+
+
+async def call(
+    tool: Tool, services: Services, session: str = "main", **arguments: Any
+) -> dict[str, Any]:
+    result = await tool.run(arguments, ToolContext(session, "call_1", tool.name, services))
+    assert not result.is_error, result.content
+    value: dict[str, Any] = json.loads(result.content)
+    return value
+
+
+async def start_background(services: Services, command: str, session: str = "main") -> TaskHandle:
+    answer = await call(run_shell, services, session, command=command, background=True)
+    handle = services.tasks.get(answer["task_id"])
+    assert handle is not None
+    return handle
+
+
+async def wait_for_lines(handle: TaskHandle, count: int) -> None:
+    with anyio.fail_after(5):
+        while True:
+            if handle.output_line_count >= count:
+                return
+            await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_status_shows_state_percent_output_and_runtime() -> None:
+    async with runtime() as (services, _):
+        handle = await start_background(services, "echo starting; echo 'progress 33%'; sleep 100")
+        await wait_for_lines(handle, 2)
+
+        status = await call(task_status, services, task_id=handle.id)
+
+    assert status["state"] == "running"
+    assert status["percent"] == 33.0
+    assert status["last_output"] == ["starting", "progress 33%"]
+    assert status["tool"] == "run_shell"
+    assert status["runtime_seconds"] >= 0
+    assert "result" not in status
+
+
+@pytest.mark.anyio
+async def test_status_of_a_finished_task_has_its_result() -> None:
+    async with runtime() as (services, _):
+        handle = await start_background(services, "echo done")
+        await handle.wait()
+
+        status = await call(task_status, services, task_id=handle.id, lines=1)
+
+    assert status["state"] == "completed"
+    assert status["result"] == "Exit code 0. Output:\ndone"
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_cancel_kills_the_whole_process_group_and_records_why() -> None:
+    command = "echo group $$; bash -c 'sleep 100 & wait' & sleep 100 & wait"
+    async with runtime() as (services, events):
+        handle = await start_background(services, command)
+        await wait_for_lines(handle, 1)
+        pgid = int(handle.output[0].split()[1])
+
+        answer = await call(cancel_task, services, task_id=handle.id, reason="wrong branch")
+        status = await call(task_status, services, task_id=handle.id)
+
+    assert answer == {"task_id": handle.id, "status": "cancelled", "cancel_reason": "wrong branch"}
+    assert status["state"] == "cancelled"
+    assert status["cancel_reason"] == "wrong branch"
+    assert live_group_members(pgid) == []
+    assert events == []  # no tool.result for a task the agent cancelled itself
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_finished_task_says_it_had_finished() -> None:
+    async with runtime() as (services, _):
+        handle = await start_background(services, "exit 1")
+        await handle.wait()
+
+        answer = await call(cancel_task, services, task_id=handle.id)
+
+    assert answer["status"] == "already_finished"
+    assert answer["state"] == "failed"
+    assert handle.cancel_reason is None
+
+
+@pytest.mark.anyio
+async def test_list_shows_this_sessions_tasks_running_first() -> None:
+    async with runtime() as (services, _):
+        finished = await start_background(services, "true")
+        await finished.wait()
+        running = await start_background(services, "sleep 100")
+        monitor = await call(monitor_shell, services, task_id=running.id)
+        await start_background(services, "sleep 100", session="other")
+
+        listed = await call(list_tasks, services)
+
+    ids = [t["task_id"] for t in listed["tasks"]]
+    assert ids == [monitor["monitor_id"], running.id, finished.id]
+    states = [t["state"] for t in listed["tasks"]]
+    assert states == ["running", "running", "completed"]
+    assert listed["tasks"][1]["description"] == "sleep 100"
+
+
+@pytest.mark.anyio
+async def test_an_empty_list() -> None:
+    async with runtime() as (services, _):
+        assert await call(list_tasks, services) == {"tasks": []}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", [task_status, cancel_task], ids=lambda t: t.name)
+async def test_unknown_or_foreign_task_ids_list_the_known_ones(tool: Tool) -> None:
+    async with runtime() as (services, _):
+        mine = await start_background(services, "sleep 100")
+        theirs = await start_background(services, "sleep 100", session="other")
+        ctx = ToolContext("main", "call_2", tool.name, services)
+
+        with pytest.raises(ToolError, match=f"no task 'task_nope'.*Known task ids: {mine.id}"):
+            await tool.run({"task_id": "task_nope"}, ctx)
+        with pytest.raises(ToolError, match=f"no task '{theirs.id}'"):
+            await tool.run({"task_id": theirs.id}, ctx)
+    assert theirs.state == "cancelled"  # by the test's cleanup, not by the call
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        (task_status, {}, "task_id"),
+        (task_status, {"task_id": "task_1", "lines": -1}, "lines"),
+        (cancel_task, {"task_id": "task_1", "reason": ""}, "reason"),
+        (list_tasks, {"session": "other"}, "session"),
+    ],
+)
+def test_bad_arguments_name_the_field(tool: Tool, arguments: dict[str, Any], field: str) -> None:
+    with pytest.raises(ToolError, match=f"field `{field}`"):
+        tool.validate(arguments)
+
+
+@pytest.mark.parametrize("task_tool", TASK_TOOLS, ids=lambda t: t.name)
+def test_descriptions_follow_the_standard(task_tool: Tool) -> None:
+    spec = task_tool.spec
+    assert 1 <= len(spec.examples) <= 3
+    for example in spec.examples:
+        task_tool.validate(example)
+    for name, prop in spec.input_schema["properties"].items():
+        assert "e.g." in prop["description"], name
+    assert "Cost" in spec.description
+    assert "Result" in spec.description
+
+
+def test_annotations_are_honest() -> None:
+    assert task_status.spec.annotations.read_only
+    assert list_tasks.spec.annotations.read_only
+    assert cancel_task.spec.annotations.destructive
+    assert not cancel_task.spec.annotations.read_only
