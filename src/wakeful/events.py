@@ -156,16 +156,17 @@ def source_tag(event: Event) -> str:
     src = event.source
     if src.type == "user":
         return ""
-    if event.kind == TOOL_RESULT:
-        task = event.context.get("task_id")
-        return f"[TOOL_RESULT task {task}]" if task else "[TOOL_RESULT]"
-    if event.kind == TOOL_PROGRESS:
-        task = event.context.get("task_id")
-        return f"[TOOL_PROGRESS task {task}]" if task else "[TOOL_PROGRESS]"
+    if event.kind in (TOOL_RESULT, TOOL_PROGRESS):
+        label = "TOOL_RESULT" if event.kind == TOOL_RESULT else "TOOL_PROGRESS"
+        task, tool = event.context.get("task_id"), event.context.get("tool")
+        where = f" {task}" if task else ""
+        where += f" ({tool})" if tool else ""
+        return f"[{label}{where}]"
     if event.kind == TIMER_TRIGGER:
         return f"[TIMER {src.id}]" if src.id else "[TIMER]"
     if event.kind == SHELL_OUTPUT:
-        return f"[SHELL_OUTPUT task {src.id}]" if src.id else "[SHELL_OUTPUT]"
+        task = event.context.get("task_id") or src.id
+        return f"[SHELL_OUTPUT {task}]" if task else "[SHELL_OUTPUT]"
     label = {
         "contact": "FROM_CONTACT",
         "stranger": "FROM_STRANGER",
@@ -194,5 +195,5 @@ def render_event(event: Event) -> str:
     note = ""
     late = event.context.get("late_by_seconds")
     if isinstance(late, int | float) and late > 0:
-        note = f" (fired late by {late:.0f}s; the runtime was not running at the scheduled time)"
+        note = f" (fired {late:.0f}s late, after {event.context.get('scheduled_for', 'its time')})"
     return f"{tag}{kind}{note} {event.text}"

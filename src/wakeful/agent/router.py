@@ -102,13 +102,15 @@ class Router:
         route = event.context.get("route")
         if isinstance(route, str) and route in Strategy.__members__.values():
             stop = bool(event.context.get("stop", event.kind == USER_INTERRUPT))
-            return Decision(Strategy(route), stop=stop, reason="explicit route in the event")
-        if event.kind in (USER_INTERRUPT, AGENT_INTERRUPT):
-            return Decision(Strategy.CANCEL, stop=True, reason=f"{event.kind} stops current work")
+            return Decision(Strategy(route), stop=stop, reason=f"the event carries route={route!r}")
+        if event.kind == USER_INTERRUPT:
+            return Decision(Strategy.CANCEL, stop=True, reason="the user interrupted")
+        if event.kind == AGENT_INTERRUPT:
+            return Decision(Strategy.CANCEL, stop=True, reason="another agent interrupted")
         if event.kind == SUPERVISOR_INSTRUCTION:
-            return Decision(Strategy.CANCEL, reason="supervisor instructions are urgent")
+            return Decision(Strategy.CANCEL, reason="a supervisor instruction arrived")
         if event.urgency == "urgent":
-            return Decision(Strategy.CANCEL, reason="the event is marked urgent")
+            return Decision(Strategy.CANCEL, reason=f"an urgent {event.kind} event arrived")
         if event.kind == USER_INPUT and event.text.strip().lower() in self.stop_words:
             return Decision(Strategy.CANCEL, stop=True, reason="the user asked to stop")
         if event.kind != USER_INPUT or event.source.type != "user":
@@ -122,5 +124,6 @@ class Router:
         if busy and self.classifier is not None:
             strategy = await self.classifier.classify(event.text, task_summary=task_summary)
             if strategy is not None:
-                return Decision(strategy, stop=strategy is Strategy.CANCEL, reason="classifier")
+                reason = f"the router classified the user's message as {strategy.value}"
+                return Decision(strategy, stop=strategy is Strategy.CANCEL, reason=reason)
         return Decision(Strategy.QUEUE, reason="user text defaults to the queue")

@@ -47,6 +47,13 @@ def _last(messages: Sequence[Message]) -> Message:
     return messages[-1]
 
 
+def _said(message: Message) -> str:
+    """What a user-role message says, without the status block the runtime appends."""
+    if not isinstance(message, UserMessage):
+        return ""
+    return message.content.split("\n[Status]", 1)[0]
+
+
 def _task_ids(messages: Sequence[Message]) -> list[str]:
     """Task ids of background starts, in the order the tools returned them."""
     ids = []
@@ -83,7 +90,14 @@ def background_script(speed: float) -> Script:
 
     def script(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
         last = _last(messages)
-        if isinstance(last, UserMessage) and "analysis" in last.content:
+        said = _said(last)
+        if said.startswith("[TOOL_RESULT"):
+            found = re.search(r"analysis finished: [^\n\]]+", said)
+            text = found.group(0) if found else said
+            return use(call("reply_to_user", text=f"The analysis is done — {text}."))
+        if "what time" in said:
+            return use(call("run_shell", command="date +%H:%M:%S"))
+        if "run the analysis" in said:
             command = f"sleep {seconds}; echo 'analysis finished: 1,204 rows, 3 anomalies'"
             return use(call("run_shell", command=command, background=True))
         if isinstance(last, ToolMessage) and last.name == "run_shell" and "task_id" in last.content:
@@ -94,8 +108,6 @@ def background_script(speed: float) -> Script:
                     text=f"Started the analysis as {task}; I'll report when it finishes.",
                 )
             )
-        if isinstance(last, UserMessage) and "time" in last.content:
-            return use(call("run_shell", command="date +%H:%M:%S"))
         if isinstance(last, ToolMessage) and last.name == "run_shell":
             now = last.content.strip().splitlines()[-1] if last.content.strip() else "?"
             return use(call("reply_to_user", text=f"It is {now}. The analysis is still running."))
@@ -160,10 +172,11 @@ def stop_script(speed: float) -> Script:
         last = _last(messages)
         if isinstance(last, UserMessage) and "essay" in last.content:
             return Turn(text="Once upon a time " * 400, chunk_delay=0.01 / speed)
-        if isinstance(last, UserMessage) and "backup" in last.content:
-            return use(call("run_shell", command="sleep 60; echo backup done"))
-        if isinstance(last, UserMessage) and last.content.startswith("stop"):
+        said = _said(last)
+        if said.startswith("stop"):
             return use(call("reply_to_user", text="Stopped, as you asked."))
+        if "run the nightly backup" in said:
+            return use(call("run_shell", command="sleep 60; echo backup done"))
         return say("")
 
     return script
