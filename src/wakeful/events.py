@@ -195,5 +195,6 @@ def render_event(event: Event) -> str:
     note = ""
     late = event.context.get("late_by_seconds")
     if isinstance(late, int | float) and late > 0:
-        note = f" (fired {late:.0f}s late, after {event.context.get('scheduled_for', 'its time')})"
+        due = event.context.get("scheduled_for")
+        note = f" (fired late by {late:.0f}s" + (f"; it was due at {due})" if due else ")")
     return f"{tag}{kind}{note} {event.text}"

@@ -84,6 +84,8 @@ class Runtime:
         self._tg: TaskGroup | None = None
         self._services: Services | None = None
         self._entered = False
+        self._recovering = False
+        self._started: set[str] = set()
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -143,44 +145,62 @@ class Runtime:
         return self.services.tasks
 
     async def _recover(self) -> None:
-        """Reload what a previous run stored: trajectories, pending events, lost tasks."""
+        """Reload what a previous run stored: trajectories, pending events, lost tasks.
+
+        Sessions are started only once everything is queued, so their first model request
+        sees the whole picture rather than half of it.
+        """
         if self.store is None:
             return
-        for session_id in await self.store.sessions():
-            await self.session(session_id)
-        for record in await self.store.mark_running_tasks_lost():
-            await self.submit(
-                Event(
-                    kind=SYSTEM_ALERT,
-                    source=Source(type="system", id="runtime"),
-                    content=(
-                        f"Task {record.id} ({record.tool} {record.description!r}) was lost when "
-                        "the runtime stopped; it is no longer running and its result is unknown."
-                    ),
-                    context={"task_id": record.id, "state": "lost"},
-                    session=record.session,
+        self._recovering = True
+        try:
+            for session_id in await self.store.sessions():
+                await self.session(session_id)
+            for event in await self.store.pending_events():
+                session = await self.session(event.session)
+                if event.id in session.trajectory.consumed_event_ids():
+                    # Appended just before a crash, marked consumed too late: not twice.
+                    await self.store.mark_events([event.id], "consumed")
+                    continue
+                await session.handle(event)
+            for record in await self.store.mark_running_tasks_lost():
+                await self.submit(
+                    Event(
+                        kind=SYSTEM_ALERT,
+                        source=Source(type="system", id="runtime"),
+                        content=(
+                            f"Task {record.id} ({record.tool} {record.description!r}) was lost "
+                            "when the runtime stopped; it is no longer running and its result "
+                            "is unknown."
+                        ),
+                        context={"task_id": record.id, "state": "lost"},
+                        session=record.session,
+                    )
                 )
-            )
-        for event in await self.store.pending_events():
-            session = await self.session(event.session)
-            if event.id in session.trajectory.consumed_event_ids():
-                await self.store.mark_events([event.id], "consumed")
-                continue
-            await session.handle(event)
+        finally:
+            self._recovering = False
+        for session in self.sessions.values():
+            await self._start(session)
 
     # --- sessions and events -------------------------------------------------------------------
 
     async def session(self, session_id: str = "main") -> AgentSession:
         """The session with this id, started (and reloaded from the store) on first use."""
-        existing = self.sessions.get(session_id)
-        if existing is not None:
-            return existing
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = await self._load_session(session_id)
+            self.sessions[session_id] = session
+        if not self._recovering:
+            await self._start(session)
+        return session
+
+    async def _load_session(self, session_id: str) -> AgentSession:
         if self._tg is None:
             raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
         messages = await self.store.load_trajectory(session_id) if self.store else []
         trajectory = Trajectory(session_id, messages, store=self.store)
         await trajectory.repair()
-        session = AgentSession(
+        return AgentSession(
             session_id,
             model=self.model,
             registry=self.registry,
@@ -192,10 +212,13 @@ class Runtime:
             observer=self.observer,
             settled=self.services.tasks.settled,
         )
-        self.sessions[session_id] = session
-        self._tg.start_soon(session.run, name=f"session {session_id}")
+
+    async def _start(self, session: AgentSession) -> None:
+        if session.id in self._started or self._tg is None:
+            return
+        self._started.add(session.id)
+        self._tg.start_soon(session.run, name=f"session {session.id}")
         await session.wait_started()
-        return session
 
     async def submit(self, event: Event) -> Decision:
         """Persist an event and hand it to its session; returns how it was routed."""

@@ -270,7 +270,8 @@ class TaskManager:
         return handle
 
     def changed(self, handle: TaskHandle) -> None:
-        if self._on_change is not None and (handle.background or handle.done):
+        # Only background work is stored: an inline call lives and dies with its model turn.
+        if self._on_change is not None and handle.background:
             self._on_change(handle.record())
 
     async def _run(self, handle: TaskHandle, run: TaskRunner) -> None:
