@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,9 +17,10 @@ import pytest
 from wakeful.messages import Message, ToolMessage, UserMessage, check_trajectory
 from wakeful.models import FunctionModel, Turn, say
 from wakeful.models.base import ToolDefinition
+from wakeful.models.scripted import TurnFunction
 from wakeful.runtime import Runtime
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 MARKER = "sleep 301.5"  # unique, so the test can clean up the orphaned commands
 
@@ -65,14 +67,12 @@ def kill_orphans() -> None:
             except OSError:
                 continue
             if MARKER in cmdline:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
 
 
-async def test_kill_9_mid_task_then_restart_recovers_everything(tmp_path: Path) -> None:
-    db = tmp_path / "wakeful.db"
+def crash_a_runtime_mid_task(tmp_path: Path, db: Path) -> None:
+    """Run a real runtime process until it is mid-task with events queued; SIGKILL it."""
     child = tmp_path / "child.py"
     child.write_text(CHILD)
     proc = subprocess.Popen(
@@ -83,7 +83,7 @@ async def test_kill_9_mid_task_then_restart_recovers_everything(tmp_path: Path) 
     )
     try:
         assert proc.stdout is not None
-        line = await anyio.to_thread.run_sync(proc.stdout.readline)
+        line = proc.stdout.readline()
         assert line.strip() == "READY", proc.stderr.read() if proc.stderr else ""
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -96,12 +96,22 @@ async def test_kill_9_mid_task_then_restart_recovers_everything(tmp_path: Path) 
                 stream.close()
         kill_orphans()
 
+
+def test_kill_9_mid_task_then_restart_recovers_everything(tmp_path: Path) -> None:
+    db = tmp_path / "wakeful.db"
+    crash_a_runtime_mid_task(tmp_path, db)
     seen: list[list[Message]] = []
 
     def script(msgs: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
         seen.append(list(msgs))
         return say("recovered")
 
+    anyio.run(restart_and_check, db, tmp_path, script, seen)
+
+
+async def restart_and_check(
+    db: Path, tmp_path: Path, script: TurnFunction, seen: list[list[Message]]
+) -> None:
     async with Runtime(model=FunctionModel(script), store_path=db, workdir=tmp_path) as rt:
         await rt.wait_idle()
         msgs = rt.sessions["main"].trajectory.messages

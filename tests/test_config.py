@@ -1,0 +1,86 @@
+"""wakeful.toml: defaults, validation errors that name the problem, and model building."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wakeful.config import DEFAULT_CONFIG_TOML, WakefulConfig, build_model, load_config
+from wakeful.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str | bytes) -> Path:
+    path = tmp_path / "wakeful.toml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_missing_file_gives_the_defaults(tmp_path: Path) -> None:
+    assert load_config(tmp_path / "absent.toml") == WakefulConfig()
+
+
+def test_the_default_file_loads_and_means_the_defaults(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, DEFAULT_CONFIG_TOML))
+    assert config.model is None
+    assert config.agent == WakefulConfig().agent
+    assert config.store.path == tmp_path / ".wakeful/wakeful.db"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("[agent\nx = 1", ["is not valid TOML", "wakeful init"]),
+        ("[agent]\ncolour = 'blue'", ["`agent.colour`: Extra inputs are not permitted"]),
+        ("[agent]\nmax_model_requests_per_activation = 0", ["max_model_requests_per_activation"]),
+        ("[model]\nprovider = 'gemini'\nname = 'x'", ["`model.provider`", "'openai'"]),
+        ("[model]\nprovider = 'openai'", ["`model.name`: Field required"]),
+        (b"[agent]\nsystem_prompt = '\xff\xfe'", ["is not UTF-8"]),
+    ],
+)
+def test_bad_files_name_the_file_and_the_problem(
+    tmp_path: Path, text: str | bytes, fragments: list[str]
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_a_missing_api_key_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WAKEFUL_TEST_KEY", raising=False)
+    config = load_config(write(tmp_path, "[model]\nname = 'gpt'\napi_key_env = 'WAKEFUL_TEST_KEY'"))
+    assert config.model is not None
+    with pytest.raises(ConfigError, match=r"\$WAKEFUL_TEST_KEY, which is not set"):
+        build_model(config.model)
+
+
+def test_local_servers_need_no_key(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, "[model]\nname = 'qwen3:4b'\nbase_url = 'http://127.0.0.1:11434/v1'")
+    )
+    assert config.model is not None
+    model = build_model(config.model)
+    assert type(model).__name__ == "OpenAIChatModel"
+
+
+def test_anthropic_models_are_built_from_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WAKEFUL_TEST_KEY", "sk-test")
+    config = load_config(
+        write(
+            tmp_path,
+            "[model]\nprovider = 'anthropic'\nname = 'claude'\napi_key_env = 'WAKEFUL_TEST_KEY'",
+        )
+    )
+    assert config.model is not None
+    assert type(build_model(config.model)).__name__ == "AnthropicModel"
