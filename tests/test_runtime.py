@@ -1,0 +1,83 @@
+"""The runtime with its core tools: timers and shell monitors wake the agent with events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import pytest
+
+from wakeful.events import user_input
+from wakeful.messages import Message, ToolMessage, UserMessage, check_trajectory
+from wakeful.models import FunctionModel, Turn, call, say, use
+from wakeful.models.base import ToolDefinition
+from wakeful.runtime import Runtime
+
+pytestmark = pytest.mark.anyio
+
+
+def user_texts(rt: Runtime) -> list[str]:
+    msgs = rt.sessions["main"].trajectory.messages
+    return [m.content for m in msgs if isinstance(m, UserMessage)]
+
+
+async def test_core_tools_are_offered_to_the_model(tmp_path: Path) -> None:
+    model = FunctionModel(lambda m, t: say(""))
+    async with Runtime(model=model, workdir=tmp_path) as rt:
+        await rt.submit(user_input("hi"))
+        await rt.wait_idle()
+    names = [t.name for t in model.requests[0].tools]
+    assert names == [
+        "reply_to_user",
+        "task_status",
+        "cancel_task",
+        "list_tasks",
+        "run_shell",
+        "monitor_shell",
+        "set_timer",
+        "cancel_timer",
+        "list_timers",
+    ]
+
+
+async def test_a_timer_the_agent_sets_wakes_it_with_its_note(tmp_path: Path) -> None:
+    def script(msgs: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
+        last = msgs[-1]
+        if isinstance(last, UserMessage) and last.content == "remind me":
+            return use(call("set_timer", note="call the DMV", delay_seconds=0.2))
+        if isinstance(last, UserMessage) and last.content.startswith("[TIMER "):
+            return use(call("reply_to_user", text="Time to call the DMV."))
+        return say("")
+
+    async with Runtime(model=FunctionModel(script), store_path=tmp_path / "w.db") as rt:
+        await rt.submit(user_input("remind me"))
+        with anyio.fail_after(5):
+            while not rt.outbox.sent:  # noqa: ASYNC110 - waiting for the timer to fire
+                await anyio.sleep(0.01)
+        texts = user_texts(rt)
+        assert texts[-1].startswith("[TIMER tmr_") and texts[-1].endswith("call the DMV")
+        assert rt.outbox.sent[-1]["text"] == "Time to call the DMV."
+
+
+async def test_monitor_shell_delivers_matching_lines_as_events(tmp_path: Path) -> None:
+    command = "for i in 1 2 3; do echo \"ok $i\"; sleep 0.05; done; echo 'ERROR disk full'; sleep 1"
+
+    def script(msgs: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
+        last = msgs[-1]
+        if isinstance(last, UserMessage) and last.content == "watch the job":
+            return use(call("run_shell", command=command, background=True))
+        if isinstance(last, ToolMessage) and last.name == "run_shell":
+            task_id = json.loads(last.content)["task_id"]
+            return use(call("monitor_shell", task_id=task_id, pattern="ERROR"))
+        return say("")
+
+    async with Runtime(model=FunctionModel(script), workdir=tmp_path) as rt:
+        await rt.submit(user_input("watch the job"))
+        await rt.wait_idle()
+        texts = user_texts(rt)
+        shell = [t for t in texts if "[SHELL_OUTPUT task_" in t]
+        assert len(shell) == 1 and shell[0].split("] ", 1)[1].startswith("ERROR disk full")
+        assert not any("ok 2" in t for t in shell)
+        assert check_trajectory(rt.sessions["main"].trajectory.messages) == []
