@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import anyio
+import anyio.lowlevel
 import pytest
+from pydantic import Field
 
 from wakeful.events import user_input
 from wakeful.messages import Message, ToolMessage, UserMessage, check_trajectory
-from wakeful.models import FunctionModel, Turn, call, say, use
+from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime
+from wakeful.tools.reply import reply_to_user
+from wakeful.tools.spec import tool
 
 pytestmark = pytest.mark.anyio
 
@@ -81,3 +86,36 @@ async def test_monitor_shell_delivers_matching_lines_as_events(tmp_path: Path) -
         assert len(shell) == 1 and shell[0].split("] ", 1)[1].startswith("ERROR disk full")
         assert not any("ok 2" in t for t in shell)
         assert check_trajectory(rt.sessions["main"].trajectory.messages) == []
+
+
+async def test_wait_idle_waits_for_a_background_result_to_be_handled(tmp_path: Path) -> None:
+    release = anyio.Event()
+
+    @tool(run_mode="background")
+    async def build(target: Annotated[str, Field(description="e.g. 'docs'")]) -> str:
+        """Build a target."""
+        await release.wait()
+        return "built"
+
+    model = ScriptedModel(
+        [
+            use(call("build", target="docs")),
+            say(""),
+            use(call("reply_to_user", text="done")),
+            say(""),
+        ]
+    )
+    async with Runtime(
+        model=model,
+        tools=[reply_to_user, build],
+        with_core_tools=False,
+        with_timers=False,
+        store_path=tmp_path / "w.db",
+    ) as rt:
+        await rt.submit(user_input("go"))
+        await rt.wait_idle(include_tasks=False)
+        release.set()
+        await anyio.lowlevel.checkpoint()  # the task ends; its result event is being stored
+        assert not rt.is_idle()
+        await rt.wait_idle()
+        assert [m["text"] for m in rt.outbox.sent] == ["done"]

@@ -5,15 +5,21 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .errors import UserError
+from .errors import StoreError, UserError
+
+if TYPE_CHECKING:
+    from .store.sqlite import StoreReader
 
 app = typer.Typer(
     name="wakeful",
@@ -85,11 +91,21 @@ def init(
     if print_only:
         sys.stdout.write(DEFAULT_CONFIG_TOML)
         return
+    if path.is_dir():
+        raise fail(
+            f"{path} is a directory. Give --path a file name, for example {path / 'wakeful.toml'}."
+        )
     if path.exists() and not force:
         raise fail(
             f"{path} already exists; pass --force to overwrite it, or --print to see the defaults."
         )
-    path.write_text(DEFAULT_CONFIG_TOML, encoding="utf-8")
+    try:
+        path.write_text(DEFAULT_CONFIG_TOML, encoding="utf-8")
+    except OSError as exc:
+        raise fail(
+            f"Cannot write {path}: {exc.strerror or exc}. Check that its directory exists and is "
+            "writable, or choose another --path."
+        ) from exc
     out.print(f"Wrote {path}. Uncomment a [model] block, then run `wakeful run`.")
 
 
@@ -125,15 +141,34 @@ def run(
             parallel_model=parallel,
             observer=ConsoleObserver(out, verbose=not quiet),
         )
-        async with rt:
-            await ConsoleChannel(rt, session=session, console=out).run()
+        try:
+            async with rt:
+                await ConsoleChannel(rt, session=session, console=out).run()
+        finally:
+            # Provider adapters hold an HTTP client; the Model interface does not require one.
+            for used in (model, parallel):
+                close = getattr(used, "aclose", None)
+                if close is not None:
+                    await close()
 
     try:
         anyio.run(main)
     except KeyboardInterrupt:
         out.print("\nbye")
-    except UserError as exc:
-        raise fail(str(exc)) from exc
+    except (UserError, StoreError, BaseExceptionGroup) as exc:
+        failure = _expected_failure(exc)
+        if failure is None:
+            raise
+        raise fail(str(failure)) from exc
+
+
+def _expected_failure(exc: BaseException) -> UserError | StoreError | None:
+    """The configuration or store error a run ended with, also from inside a task group."""
+    if isinstance(exc, UserError | StoreError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _expected_failure(exc.exceptions[0])
+    return None
 
 
 @demo_app.command("async")
@@ -182,6 +217,182 @@ def demo_async(
                 )
 
     anyio.run(main)
+
+
+# --- inspecting a store ---------------------------------------------------------------------------
+
+# How often `events tail --follow` looks for new events, and how many it reads per look.
+FOLLOW_POLL_SECONDS: Final = 0.5
+FOLLOW_BATCH: Final = 500
+
+InspectConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="The configuration file whose store to read (default: wakeful.toml).",
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", help="The store file itself, instead of --config.", dir_okay=False),
+]
+SessionFilter = Annotated[
+    str | None, typer.Option("--session", "-s", help="Only this session.", show_default=False)
+]
+
+
+def store_path_of(config: Path | None, db: Path | None) -> Path:
+    """The store file an inspection command reads: --db, or the store of the configuration."""
+    from .config import load_config
+
+    if config is not None and db is not None:
+        raise fail(
+            f"Give either --config ({config}) or --db ({db}), not both: --db names the store "
+            "file itself, --config the file that says where it is.",
+            code=2,
+        )
+    if db is not None:
+        return db.expanduser()
+    if config is not None and not config.exists():
+        raise fail(
+            f"There is no configuration file at {config}. Pass the file `wakeful run` used, or "
+            "the store itself with --db PATH."
+        )
+    try:
+        return load_config(config or Path("wakeful.toml")).store.path
+    except UserError as exc:
+        raise fail(str(exc)) from exc
+
+
+@contextmanager
+def reading_store(config: Path | None, db: Path | None) -> Iterator[StoreReader]:
+    """Open the store read-only; any store problem ends the command with its message (exit 1).
+
+    Opening never creates, upgrades or changes the file.
+    """
+    from .store.sqlite import Store
+
+    path = store_path_of(config, db)
+    if path.is_dir():
+        raise fail(
+            f"{path} is a directory, not a store file. Give the file, e.g. {path}/wakeful.db."
+        )
+    if not path.exists():
+        raise fail(
+            f"There is no wakeful store at {path}: the runtime has not run yet with this store "
+            "(it creates the file when it first starts). Start it with `wakeful run`, or point "
+            "--config or --db at the store of a runtime that has run."
+        )
+    try:
+        with Store.read_only(path) as reader:
+            yield reader
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+
+
+@events_app.command("tail")
+def events_tail(
+    config: InspectConfigOption = None,
+    db: DbOption = None,
+    session: SessionFilter = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=100_000, help="How many events to show.")
+    ] = 20,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C.")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help='One JSON object per line: {"rowid", "status", "event"}.'),
+    ] = False,
+) -> None:
+    """Show the latest events, oldest first, with their status (pending or consumed)."""
+    from .inspect_views import event_json, events_table
+
+    with reading_store(config, db) as reader:
+        latest = reader.recent_events(limit, session)
+        if as_json:
+            for stored in latest:
+                _print_json(event_json(stored))
+            sys.stdout.flush()
+        elif latest:
+            out.print(events_table(latest))
+        else:
+            where = f" of session {session!r}" if session is not None else ""
+            waiting = "; waiting for new ones (Ctrl-C stops)" if follow else ""
+            out.print(
+                f"[dim]No events{escape(where)} in {escape(str(reader.path))} yet{waiting}.[/dim]"
+            )
+        if not follow:
+            return
+        last_rowid = latest[-1].rowid if latest else 0
+        try:
+            while True:
+                time.sleep(FOLLOW_POLL_SECONDS)
+                new = reader.recent_events(FOLLOW_BATCH, session, after_rowid=last_rowid)
+                if not new:
+                    continue
+                last_rowid = new[-1].rowid
+                if as_json:
+                    for stored in new:
+                        _print_json(event_json(stored))
+                    sys.stdout.flush()
+                else:
+                    out.print(events_table(new, header=not latest))
+                    latest = new
+        except KeyboardInterrupt:
+            return
+
+
+@app.command("tasks")
+def tasks_command(
+    config: InspectConfigOption = None,
+    db: DbOption = None,
+    session: SessionFilter = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One task per line as JSON.")] = False,
+) -> None:
+    """List the stored tasks (background work and finished calls), lost ones included."""
+    from .inspect_views import task_json, tasks_table
+
+    with reading_store(config, db) as reader:
+        records = reader.tasks(session)
+        if as_json:
+            for record in records:
+                _print_json(task_json(record))
+        elif records:
+            out.print(tasks_table(records))
+        else:
+            where = f" of session {session!r}" if session is not None else ""
+            out.print(f"[dim]No tasks{escape(where)} in {escape(str(reader.path))}.[/dim]")
+
+
+@app.command("timers")
+def timers_command(
+    config: InspectConfigOption = None,
+    db: DbOption = None,
+    session: SessionFilter = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also list finished and cancelled timers.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One timer per line as JSON.")] = False,
+) -> None:
+    """List the active timers, soonest first, with their next fire in local time and UTC."""
+    from .inspect_views import timer_json, timers_table
+
+    with reading_store(config, db) as reader:
+        records = reader.timers(session, active_only=not show_all)
+        if as_json:
+            for record in records:
+                _print_json(timer_json(record))
+        elif records:
+            out.print(timers_table(records, with_state=show_all))
+        else:
+            which = "timers" if show_all else "active timers"
+            where = f" of session {session!r}" if session is not None else ""
+            out.print(f"[dim]No {which}{escape(where)} in {escape(str(reader.path))}.[/dim]")
 
 
 def main() -> None:

@@ -229,7 +229,7 @@ class Runtime:
 
     def is_idle(self, *, include_tasks: bool = True) -> bool:
         """No session is working or holding pending events (nor, by default, running tasks)."""
-        if include_tasks and self._services is not None and self._services.tasks.running():
+        if include_tasks and self._services is not None and self._services.tasks.unsettled():
             return False
         return all(not s.busy and not s.pending for s in self.sessions.values())
 

@@ -1,15 +1,18 @@
 """The console channel: a terminal chat where the user can type at any time.
 
 Lines typed while the agent works are events like any other, routed by the session: `/stop`
-sends a user.interrupt, `/tasks` lists background tasks, `/quit` ends the chat. Messages the agent
-sends with reply_to_user are printed as they arrive; tool calls and results are shown dimmed so
-the user can follow what the agent does.
+sends a user.interrupt, `/tasks` lists the session's tasks, `/quit` ends the chat. A line of the
+form `/word` that is no command is refused with a hint rather than sent, so a mistyped command
+never reaches the agent as text; `//` at the start of a line sends the rest (with one `/`) as
+text. Messages the agent sends with reply_to_user are printed as they arrive; tool calls and
+results are shown dimmed so the user can follow what the agent does.
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import anyio
 from rich.console import Console
@@ -20,7 +23,15 @@ from ..messages import AssistantMessage, Message, ToolMessage
 from ..models.base import StreamPart
 from ..runtime import Runtime
 
-HELP = "Type a message and press Enter. /stop interrupts, /tasks lists tasks, /quit leaves."
+HELP = (
+    "Type a message and press Enter. /stop [reason] interrupts, /tasks lists tasks, /help shows "
+    "this, /quit leaves. Start a line with // to send text that begins with /."
+)
+
+# A command is a slash and a word, alone or followed by a space and arguments. Other lines that
+# start with a slash ("/etc/hosts is empty?") are ordinary text.
+_COMMAND: Final = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
+COMMANDS: Final = ("help", "quit", "stop", "tasks")
 
 
 class ConsoleObserver:
@@ -88,30 +99,54 @@ class ConsoleChannel:
             line = await anyio.to_thread.run_sync(self.stream.readline, abandon_on_cancel=True)
             if not line:
                 break
-            text = line.rstrip("\r\n")
-            if not text.strip():
-                continue
-            command = text.strip()
-            if command == "/quit":
+            if not await self.handle_line(line.rstrip("\r\n")):
                 return
-            if command == "/help":
-                self.console.print(f"[dim]{HELP}[/dim]")
-            elif command == "/tasks":
-                self.show_tasks()
-            elif command.startswith("/stop"):
-                reason = command[len("/stop") :].strip() or "stop"
-                await self.runtime.submit(user_interrupt(reason, session=self.session))
-            else:
-                await self.runtime.submit(user_input(text, session=self.session))
         # End of input (a pipe): let the agent finish what it was asked.
         await self.runtime.wait_idle()
 
+    async def handle_line(self, text: str) -> bool:
+        """Act on one typed line; False once the user asked to leave."""
+        stripped = text.strip()
+        if not stripped:
+            return True
+        if stripped.startswith("//"):
+            await self.runtime.submit(user_input(stripped[1:], session=self.session))
+            return True
+        command = _COMMAND.fullmatch(stripped)
+        if command is None:
+            await self.runtime.submit(user_input(text, session=self.session))
+            return True
+        typed, argument = command.group(1), (command.group(2) or "").strip()
+        name = typed.lower()
+        if name == "quit":
+            return False
+        if name == "help":
+            self.console.print(f"[dim]{HELP}[/dim]")
+        elif name == "tasks":
+            self.show_tasks()
+        elif name == "stop":
+            await self.runtime.submit(user_interrupt(argument or "stop", session=self.session))
+        else:
+            self.console.print(
+                f"[yellow]Unknown command /{escape(typed)}; /help lists the commands "
+                f"({', '.join('/' + c for c in COMMANDS)}). To send it as text, start the line "
+                "with //.[/yellow]"
+            )
+        return True
+
     def show_tasks(self) -> None:
-        tasks = self.runtime.tasks.list(self.session)
+        """The session's background tasks (finished ones too) and the calls still running."""
+        tasks = [
+            t
+            for t in self.runtime.tasks.list(self.session, background_only=False)
+            if t.background or not t.done
+        ]
         if not tasks:
-            self.console.print("[dim]No background tasks.[/dim]")
+            self.console.print("[dim]No tasks.[/dim]")
         for t in tasks:
             percent = f" {t.percent:.0f}%" if t.percent is not None else ""
+            where = "" if t.background else " (inline)"
             self.console.print(
-                f"[dim]{t.id} {t.state}{percent} {escape(t.tool)} {escape(t.description)}[/dim]"
+                f"[dim]{t.id} {t.state}{percent}{where} {escape(t.tool)} "
+                f"{escape(t.description)} ({t.runtime_seconds:.1f}s)[/dim]"
             )

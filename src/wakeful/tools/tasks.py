@@ -118,6 +118,8 @@ class TaskHandle:
     _done: anyio.Event = field(default_factory=anyio.Event)
     _scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     _subscribers: list[MemoryObjectSendStream[str]] = field(default_factory=list)
+    # True once the task ended and, for background work, its result event was submitted.
+    _settled: bool = False
 
     @property
     def done(self) -> bool:
@@ -312,6 +314,7 @@ class TaskManager:
                     session=handle.session,
                 )
             )
+        handle._settled = True
         self.settled.notify()  # after the result event, so waiters see it pending
 
     def get(self, task_id: str) -> TaskHandle | None:
@@ -327,6 +330,10 @@ class TaskManager:
     # `builtins.list`: inside this class, a bare `list` names the method above.
     def running(self, session: str | None = None) -> builtins.list[TaskHandle]:
         return [t for t in self.list(session) if not t.done]
+
+    def unsettled(self) -> builtins.list[TaskHandle]:
+        """Tasks still running, or ended with a result event not yet handed to a session."""
+        return [t for t in self._tasks.values() if not t._settled]
 
     def cancel_all(self, reason: str) -> None:
         for handle in self._tasks.values():
