@@ -13,8 +13,7 @@ import json
 import os
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 import anthropic
 import httpx2
@@ -29,7 +28,6 @@ from ..errors import (
 )
 from ..messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from .base import (
-    Model,
     ModelRequest,
     StreamPart,
     TextDelta,
@@ -40,7 +38,8 @@ from .base import (
     Usage,
 )
 from .guard import check_model_request_allowed
-from .retry import Backoff, Endpoint, Failure, failure_for_status, stream_with_retries
+from .retry import Backoff, Endpoint, Failure, failure_for_status
+from .sdk_model import SDKModel
 
 PROVIDER = "anthropic"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -77,7 +76,7 @@ UserBlock = wire.TextBlockParam | wire.ToolResultBlockParam
 AssistantBlock = wire.TextBlockParam | wire.ToolUseBlockParam | ReplayBlock
 
 
-class AnthropicModel(Model):
+class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
     """A Claude model behind the Anthropic Messages API (or a server that speaks it).
 
     `base_url` defaults to `ANTHROPIC_BASE_URL` or the Anthropic API; `api_key` defaults to the
@@ -108,19 +107,17 @@ class AnthropicModel(Model):
         prompt_caching: bool = True,
         name: str | None = None,
     ) -> None:
+        super().__init__(max_retries=max_retries, backoff=backoff)
         self.model = model
         self.name = name or model
         explicit_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
         self.base_url = explicit_url or ANTHROPIC_BASE_URL
         self.max_tokens = max_tokens
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff or Backoff()
         self.thinking = thinking
         self.prompt_caching = prompt_caching
         self._api_key = api_key
         self._custom_server = explicit_url is not None
-        self._client: anthropic.AsyncAnthropic | None = None
         self._replay: dict[str, list[ReplayBlock]] = {}
         self._endpoint = Endpoint(
             provider=PROVIDER,
@@ -129,34 +126,7 @@ class AnthropicModel(Model):
             api_key_hint="pass api_key= to AnthropicModel or set ANTHROPIC_API_KEY",
         )
 
-    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
-        return stream_with_retries(
-            lambda: self._attempt(request),
-            self._translate,
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-        )
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections; a later request opens a new one."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def _sdk_client(self) -> anthropic.AsyncAnthropic:
-        if self._client is not None:
-            return self._client
+    async def _open_client(self) -> anthropic.AsyncAnthropic:
         api_key = self._api_key
         key_in_env = any(os.environ.get(v) for v in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"))
         if api_key is None and not key_in_env and self._custom_server:
@@ -173,7 +143,6 @@ class AnthropicModel(Model):
                 f"AnthropicModel({self.model!r}) has no API key for {self.base_url}. Pass "
                 "api_key= or set ANTHROPIC_API_KEY."
             )
-        self._client = client
         return client
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:

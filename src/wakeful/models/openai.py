@@ -13,8 +13,7 @@ import json
 import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import openai
 from openai.types import CompletionUsage
@@ -34,7 +33,6 @@ from ..errors import (
 )
 from ..messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from .base import (
-    Model,
     ModelRequest,
     StreamPart,
     TextDelta,
@@ -45,7 +43,8 @@ from .base import (
     Usage,
 )
 from .guard import check_model_request_allowed
-from .retry import Backoff, Endpoint, Failure, failure_for_status, stream_with_retries
+from .retry import Backoff, Endpoint, Failure, failure_for_status
+from .sdk_model import SDKModel
 
 PROVIDER = "openai"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -54,7 +53,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 _KEY_FOR_KEYLESS_SERVERS = "not-needed"
 
 
-class OpenAIChatModel(Model):
+class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
     `base_url` defaults to `OPENAI_BASE_URL` or the OpenAI API; point it at a local server, e.g.
@@ -83,13 +82,12 @@ class OpenAIChatModel(Model):
         extra_body: Mapping[str, object] | None = None,
         name: str | None = None,
     ) -> None:
+        super().__init__(max_retries=max_retries, backoff=backoff)
         self.model = model
         self.name = name or model
         explicit_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.base_url = explicit_url or OPENAI_BASE_URL
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff or Backoff()
         self.max_tokens = max_tokens
         self.max_tokens_field = max_tokens_field or (
             "max_tokens" if explicit_url else "max_completion_tokens"
@@ -97,7 +95,6 @@ class OpenAIChatModel(Model):
         self.extra_body = dict(extra_body) if extra_body else None
         self._api_key = api_key
         self._custom_server = explicit_url is not None
-        self._client: openai.AsyncOpenAI | None = None
         self._endpoint = Endpoint(
             provider=PROVIDER,
             model=model,
@@ -105,53 +102,26 @@ class OpenAIChatModel(Model):
             api_key_hint="pass api_key= to OpenAIChatModel or set OPENAI_API_KEY",
         )
 
-    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
-        return stream_with_retries(
-            lambda: self._attempt(request),
-            self._translate,
-            max_retries=self.max_retries,
-            backoff=self.backoff,
+    async def _open_client(self) -> openai.AsyncOpenAI:
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            if not self._custom_server:
+                raise ConfigError(
+                    f"OpenAIChatModel({self.model!r}) has no API key for {self.base_url}. "
+                    "Pass api_key= or set OPENAI_API_KEY; for a local server, pass its "
+                    "base_url (e.g. http://localhost:8000/v1)."
+                )
+            api_key = _KEY_FOR_KEYLESS_SERVERS
+        return openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,  # retries are ours: see wakeful.models.retry
         )
-
-    async def aclose(self) -> None:
-        """Close the SDK client and its connections; a later request opens a new one."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _sdk_client(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            if not api_key:
-                if not self._custom_server:
-                    raise ConfigError(
-                        f"OpenAIChatModel({self.model!r}) has no API key for {self.base_url}. "
-                        "Pass api_key= or set OPENAI_API_KEY; for a local server, pass its "
-                        "base_url (e.g. http://localhost:8000/v1)."
-                    )
-                api_key = _KEY_FOR_KEYLESS_SERVERS
-            self._client = openai.AsyncOpenAI(
-                api_key=api_key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,  # retries are ours: see wakeful.models.retry
-            )
-        return self._client
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         check_model_request_allowed(PROVIDER, self.base_url)
-        client = self._sdk_client()
+        client = await self._sdk_client()
         max_tokens = request.max_tokens or self.max_tokens
         chunks = await client.chat.completions.create(
             model=self.model,

@@ -1,0 +1,74 @@
+"""The shell shared by providers built on a vendor SDK: retries and the client's lifetime.
+
+A subclass opens one streamed request in `_attempt` and maps the SDK's exceptions in
+`_translate`; this class runs the attempts under the retry policy of :mod:`.retry` and owns
+the SDK client, created on first use by `_open_client` and closed by `aclose`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import Generic, Protocol, Self, TypeVar
+
+from .base import Model, ModelRequest, StreamPart
+from .retry import Backoff, Failure, stream_with_retries
+
+
+class ClosableClient(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=ClosableClient)
+
+
+class SDKModel(Model, Generic[ClientT]):
+    """A model whose requests go through an SDK client it creates once and reuses."""
+
+    def __init__(self, *, max_retries: int, backoff: Backoff | None) -> None:
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self._client: ClientT | None = None
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
+        return stream_with_retries(
+            lambda: self._attempt(request),
+            self._translate,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
+
+    @abstractmethod
+    def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
+        """Open one request and stream its parts."""
+
+    @abstractmethod
+    def _translate(self, exc: Exception) -> Failure | None:
+        """The provider failure an SDK exception stands for, or None if it is not one."""
+
+    @abstractmethod
+    async def _open_client(self) -> ClientT:
+        """Create the SDK client (called once, on the first request)."""
+
+    async def _sdk_client(self) -> ClientT:
+        if self._client is None:
+            self._client = await self._open_client()
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections; a later request opens a new one."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
