@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from process_probes import live_processes_matching
 from wakeful.messages import Message, ToolMessage, UserMessage, check_trajectory
 from wakeful.models import FunctionModel, Turn, say
 from wakeful.models.base import ToolDefinition
@@ -60,15 +61,10 @@ CHILD = textwrap.dedent(
 
 
 def kill_orphans() -> None:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if MARKER in cmdline:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
+    """A SIGKILLed runtime cannot stop its commands; the test does."""
+    for pid in live_processes_matching(MARKER):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
 
 
 def crash_a_runtime_mid_task(tmp_path: Path, db: Path) -> None:

@@ -4,51 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 
+from tool_services import tool_services
 from wakeful.channels.shell_monitor import monitor_output, monitor_shell
 from wakeful.errors import ToolError
-from wakeful.events import SHELL_OUTPUT, TOOL_RESULT, Event
+from wakeful.events import SHELL_OUTPUT, TOOL_RESULT
 from wakeful.services import Services
 from wakeful.tools.shell import run_shell
 from wakeful.tools.spec import Tool, ToolContext
 from wakeful.tools.task_tools import cancel_task
-from wakeful.tools.tasks import TaskHandle, TaskManager
-
-
-class Events:
-    """The events the runtime emitted, and a way to wait for them."""
-
-    def __init__(self) -> None:
-        self.seen: list[Event] = []
-        self._arrived = anyio.Event()
-
-    async def emit(self, event: Event) -> None:
-        self.seen.append(event)
-        self._arrived.set()
-        self._arrived = anyio.Event()
-
-    def of_kind(self, kind: str) -> list[Event]:
-        return [e for e in self.seen if e.kind == kind]
-
-    async def until(self, done: Callable[[], bool]) -> None:
-        with anyio.fail_after(5):
-            while not done():
-                await self._arrived.wait()
-
-
-@asynccontextmanager
-async def runtime() -> AsyncIterator[tuple[Services, Events]]:
-    events = Events()
-    async with anyio.create_task_group() as tg:
-        services = Services(tasks=TaskManager(tg, events.emit), emit=events.emit)
-        yield services, events
-        services.tasks.cancel_all("the test is over")
+from wakeful.tools.tasks import TaskHandle
 
 
 async def call(tool: Tool, services: Services, **arguments: Any) -> dict[str, Any]:
@@ -67,7 +36,7 @@ async def start_background(services: Services, command: str) -> TaskHandle:
 
 @pytest.mark.anyio
 async def test_lines_close_together_arrive_as_one_event() -> None:
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         watched = await start_background(
             services, "for i in 1 2 3; do echo line $i; sleep 0.1; done; sleep 100"
         )
@@ -94,7 +63,7 @@ async def emitted_batches(
     command: str, *, window: float = 0.5, max_wait: float = 5.0, max_lines: int = 200
 ) -> list[str]:
     """Run `command` in a task and return the batches monitor_output makes of its output."""
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         watched = await start_background(services, command)
         with watched.subscribe() as lines:
             await monitor_output(
@@ -135,7 +104,7 @@ async def test_a_batch_holds_at_most_max_lines() -> None:
 
 @pytest.mark.anyio
 async def test_a_pattern_keeps_only_matching_lines() -> None:
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         watched = await start_background(
             services, "sleep 0.1; echo ok; echo 'ERROR one'; echo fine; echo 'ERROR two'"
         )
@@ -150,7 +119,7 @@ async def test_a_pattern_keeps_only_matching_lines() -> None:
 
 @pytest.mark.anyio
 async def test_the_monitor_ends_with_the_task_and_reports_no_result_of_its_own() -> None:
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         watched = await start_background(services, "sleep 0.1; echo hello")
         answer = await call(monitor_shell, services, task_id=watched.id)
         monitor = services.tasks.get(answer["monitor_id"])
@@ -168,7 +137,7 @@ async def test_the_monitor_ends_with_the_task_and_reports_no_result_of_its_own()
 
 @pytest.mark.anyio
 async def test_a_cancelled_monitor_stops_while_the_task_goes_on() -> None:
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         watched = await start_background(services, "sleep 0.3; echo later; sleep 100")
         answer = await call(monitor_shell, services, task_id=watched.id)
 
@@ -187,7 +156,7 @@ async def test_a_cancelled_monitor_stops_while_the_task_goes_on() -> None:
 
 @pytest.mark.anyio
 async def test_unknown_task_lists_the_known_ones() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         watched = await start_background(services, "sleep 100")
         with pytest.raises(ToolError, match=f"no task 'task_nope'.*Known task ids: {watched.id}"):
             await call(monitor_shell, services, task_id="task_nope")
@@ -195,7 +164,7 @@ async def test_unknown_task_lists_the_known_ones() -> None:
 
 @pytest.mark.anyio
 async def test_an_invalid_pattern_is_named() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         watched = await start_background(services, "sleep 100")
         with pytest.raises(ToolError, match=re.escape("The pattern 'ERROR(' is not a valid")):
             await call(monitor_shell, services, task_id=watched.id, pattern="ERROR(")
@@ -203,7 +172,7 @@ async def test_an_invalid_pattern_is_named() -> None:
 
 @pytest.mark.anyio
 async def test_a_finished_task_cannot_be_monitored() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         watched = await start_background(services, "true")
         await watched.wait()
         with pytest.raises(ToolError, match=r"already finished.*task_status"):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from process_probes import live_processes_matching
 from wakeful.demo.async_scenarios import run_scenario
 from wakeful.messages import AssistantMessage, ToolMessage, UserMessage, check_trajectory
 
@@ -20,22 +20,6 @@ SPEED = 20.0
 
 def sent_texts(result: object) -> list[str]:
     return [str(m["text"]) for m in result.sent]  # type: ignore[attr-defined]
-
-
-def live_processes_matching(fragment: str) -> list[int]:
-    """Pids (not zombies) whose command line contains `fragment`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if fragment in cmdline and state != "Z":
-            pids.append(int(entry.name))
-    return pids
 
 
 async def test_background_command_while_answering_the_time(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from process_probes import live_group_members
 from wakeful.errors import ToolError
 from wakeful.events import Event
 from wakeful.tools.process import run_process
@@ -21,20 +22,6 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
 ]
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in the process group that are not zombies (PID 1 may never reap orphans here)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
 
 
 def is_running(pid: int) -> bool:

@@ -4,50 +4,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
+from tool_services import tool_services
 from wakeful.errors import ToolError
-from wakeful.events import TOOL_RESULT, Event
+from wakeful.events import TOOL_RESULT
 from wakeful.services import Services
 from wakeful.tools.shell import SHELL_TOOLS, run_shell
 from wakeful.tools.spec import Tool, ToolContext, ToolResult
-from wakeful.tools.tasks import TaskHandle, TaskManager
-
-
-class Events:
-    """The events the runtime emitted, and a way to wait for one."""
-
-    def __init__(self) -> None:
-        self.seen: list[Event] = []
-        self._arrived = anyio.Event()
-
-    async def emit(self, event: Event) -> None:
-        self.seen.append(event)
-        self._arrived.set()
-        self._arrived = anyio.Event()
-
-    async def first(self, matches: Callable[[Event], bool]) -> Event:
-        with anyio.fail_after(5):
-            while True:
-                for event in self.seen:
-                    if matches(event):
-                        return event
-                await self._arrived.wait()
-
-
-@asynccontextmanager
-async def runtime(workdir: Path | None = None) -> AsyncIterator[tuple[Services, Events]]:
-    events = Events()
-    async with anyio.create_task_group() as tg:
-        services = Services(tasks=TaskManager(tg, events.emit), emit=events.emit, workdir=workdir)
-        yield services, events
-        services.tasks.cancel_all("the test is over")
+from wakeful.tools.tasks import TaskHandle
 
 
 def context(services: Services, task: TaskHandle | None = None) -> ToolContext:
@@ -56,7 +24,7 @@ def context(services: Services, task: TaskHandle | None = None) -> ToolContext:
 
 @pytest.mark.anyio
 async def test_inline_returns_exit_code_and_output() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         result = await run_shell.run({"command": "echo hello; echo oops >&2"}, context(services))
 
     assert not result.is_error
@@ -65,7 +33,7 @@ async def test_inline_returns_exit_code_and_output() -> None:
 
 @pytest.mark.anyio
 async def test_inline_failure_is_an_error_result() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         result = await run_shell.run({"command": "ls /no/such/dir"}, context(services))
 
     assert result.is_error
@@ -75,7 +43,7 @@ async def test_inline_failure_is_an_error_result() -> None:
 
 @pytest.mark.anyio
 async def test_inline_runs_in_the_calls_task_so_its_output_is_visible() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
 
         async def session_call(handle: TaskHandle) -> ToolResult:
             arguments = {"command": "echo 'step 1 of 3: 33%'"}
@@ -91,7 +59,7 @@ async def test_inline_runs_in_the_calls_task_so_its_output_is_visible() -> None:
 
 @pytest.mark.anyio
 async def test_inline_timeout_suggests_background() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         started = time.monotonic()
         result = await run_shell.run(
             {"command": "sleep 30", "timeout_seconds": 0.3}, context(services)
@@ -105,7 +73,7 @@ async def test_inline_timeout_suggests_background() -> None:
 
 @pytest.mark.anyio
 async def test_background_returns_at_once_and_the_result_arrives_as_an_event() -> None:
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         started = time.monotonic()
         result = await run_shell.run(
             {"command": "sleep 0.3; echo built", "background": True}, context(services)
@@ -128,7 +96,7 @@ async def test_background_returns_at_once_and_the_result_arrives_as_an_event() -
 
 @pytest.mark.anyio
 async def test_background_failure_arrives_as_failed() -> None:
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         await run_shell.run({"command": "exit 4", "background": True}, context(services))
         done = await events.first(lambda e: e.kind == TOOL_RESULT)
 
@@ -139,7 +107,7 @@ async def test_background_failure_arrives_as_failed() -> None:
 @pytest.mark.anyio
 async def test_cwd_is_relative_to_the_workspace(tmp_path: Path) -> None:
     (tmp_path / "frontend").mkdir()
-    async with runtime(workdir=tmp_path) as (services, _):
+    async with tool_services(workdir=tmp_path) as (services, _):
         here = await run_shell.run({"command": "pwd"}, context(services))
         there = await run_shell.run({"command": "pwd", "cwd": "frontend"}, context(services))
 
@@ -149,7 +117,7 @@ async def test_cwd_is_relative_to_the_workspace(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_missing_cwd_is_a_tool_error_that_says_what_to_do(tmp_path: Path) -> None:
-    async with runtime(workdir=tmp_path) as (services, _):
+    async with tool_services(workdir=tmp_path) as (services, _):
         with pytest.raises(ToolError, match=r"'nowhere' does not exist.*leave cwd out"):
             await run_shell.run({"command": "pwd", "cwd": "nowhere"}, context(services))
 

@@ -4,49 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from process_probes import live_group_members
+from tool_services import tool_services
 from wakeful.channels.shell_monitor import monitor_shell
 from wakeful.errors import ToolError
-from wakeful.events import Event
 from wakeful.services import Services
 from wakeful.tools.shell import run_shell
 from wakeful.tools.spec import Tool, ToolContext
 from wakeful.tools.task_tools import TASK_TOOLS, cancel_task, list_tasks, task_status
-from wakeful.tools.tasks import TaskHandle, TaskManager
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in the process group that are not zombies (PID 1 may never reap orphans here)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
-
-
-@asynccontextmanager
-async def runtime() -> AsyncIterator[tuple[Services, list[Event]]]:
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
-
-    async with anyio.create_task_group() as tg:
-        services = Services(tasks=TaskManager(tg, emit), emit=emit)
-        yield services, events
-        services.tasks.cancel_all("the test is over")
+from wakeful.tools.tasks import TaskHandle
 
 
 async def call(
@@ -75,7 +46,7 @@ async def wait_for_lines(handle: TaskHandle, count: int) -> None:
 
 @pytest.mark.anyio
 async def test_status_shows_state_percent_output_and_runtime() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         handle = await start_background(services, "echo starting; echo 'progress 33%'; sleep 100")
         await wait_for_lines(handle, 2)
 
@@ -91,7 +62,7 @@ async def test_status_shows_state_percent_output_and_runtime() -> None:
 
 @pytest.mark.anyio
 async def test_status_of_a_finished_task_has_its_result() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         handle = await start_background(services, "echo done")
         await handle.wait()
 
@@ -105,7 +76,7 @@ async def test_status_of_a_finished_task_has_its_result() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 async def test_cancel_kills_the_whole_process_group_and_records_why() -> None:
     command = "echo group $$; bash -c 'sleep 100 & wait' & sleep 100 & wait"
-    async with runtime() as (services, events):
+    async with tool_services() as (services, events):
         handle = await start_background(services, command)
         await wait_for_lines(handle, 1)
         pgid = int(handle.output[0].split()[1])
@@ -117,12 +88,12 @@ async def test_cancel_kills_the_whole_process_group_and_records_why() -> None:
     assert status["state"] == "cancelled"
     assert status["cancel_reason"] == "wrong branch"
     assert live_group_members(pgid) == []
-    assert events == []  # no tool.result for a task the agent cancelled itself
+    assert events.seen == []  # no tool.result for a task the agent cancelled itself
 
 
 @pytest.mark.anyio
 async def test_cancelling_a_finished_task_says_it_had_finished() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         handle = await start_background(services, "exit 1")
         await handle.wait()
 
@@ -135,7 +106,7 @@ async def test_cancelling_a_finished_task_says_it_had_finished() -> None:
 
 @pytest.mark.anyio
 async def test_list_shows_this_sessions_tasks_running_first() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         finished = await start_background(services, "true")
         await finished.wait()
         running = await start_background(services, "sleep 100")
@@ -153,14 +124,14 @@ async def test_list_shows_this_sessions_tasks_running_first() -> None:
 
 @pytest.mark.anyio
 async def test_an_empty_list() -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         assert await call(list_tasks, services) == {"tasks": []}
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("tool", [task_status, cancel_task], ids=lambda t: t.name)
 async def test_unknown_or_foreign_task_ids_list_the_known_ones(tool: Tool) -> None:
-    async with runtime() as (services, _):
+    async with tool_services() as (services, _):
         mine = await start_background(services, "sleep 100")
         theirs = await start_background(services, "sleep 100", session="other")
         ctx = ToolContext("main", "call_2", tool.name, services)
