@@ -57,6 +57,9 @@ class AssistantMessage(BaseModel):
     content: str = ""
     thinking: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    # Opaque data a provider needs back with this message, by provider name (e.g. Anthropic's
+    # signed thinking blocks). Stored with the trajectory, so it survives a restart.
+    provider_data: dict[str, Any] = Field(default_factory=dict)
 
 
 ToolStatus = Literal["ok", "error", "placeholder", "cancelled", "lost"]

@@ -24,6 +24,8 @@ from wakeful.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    message_from_json,
+    message_to_json,
 )
 from wakeful.models import (
     AnthropicModel,
@@ -310,14 +312,19 @@ async def test_thinking_streams_and_its_signed_block_is_replayed_with_the_tool_t
     assert end.message.thinking == "Let me look."
     assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 
+    # As after a restart: the message comes back from the store to a new model instance.
+    stored = message_from_json(message_to_json(end.message))
     follow_up = ModelRequest(
         messages=[
             UserMessage(content="Read a.txt."),
-            end.message,
+            stored,
             ToolMessage(tool_call_id="toolu_1", name="read_file", content="hello"),
         ]
     )
-    await collect(model, follow_up)
+    async with AnthropicModel(
+        "claude-test", base_url=server.url, api_key="sk-ant-test", backoff=FAST, timeout=5
+    ) as restarted:
+        await collect(restarted, follow_up)
 
     assistant_turn = server.requests[1].body["messages"][1]
     assert assistant_turn["content"][0] == {

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal, cast
 
 import anthropic
 import httpx2
@@ -68,12 +68,17 @@ _STOP_REASONS = {
     "max_tokens": "length",
 }
 
-# Thinking blocks of recent tool-use turns, for replay (see `AnthropicModel`).
-_REPLAYED_TURNS = 256
-
 ReplayBlock = wire.ThinkingBlockParam | wire.RedactedThinkingBlockParam
 UserBlock = wire.TextBlockParam | wire.ToolResultBlockParam
 AssistantBlock = wire.TextBlockParam | wire.ToolUseBlockParam | ReplayBlock
+
+
+def replay_blocks(message: AssistantMessage) -> list[ReplayBlock]:
+    """The signed thinking blocks this model left on a tool-use message, if any."""
+    data = message.provider_data.get(PROVIDER)
+    if not isinstance(data, dict):
+        return []
+    return cast(list[ReplayBlock], data.get("thinking_blocks", []))
 
 
 class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
@@ -86,8 +91,8 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
     API to cache the prompt up to its last block, which makes each turn of a long session cheap.
 
     The API requires the signed thinking blocks of a tool-use turn to be sent back with it.
-    `AssistantMessage` keeps only the thinking text, so the model remembers the blocks of its
-    recent tool-use turns by call id and replays them; after a restart they are not sent.
+    They travel in the message's `provider_data`, which the store keeps, so a session resumed
+    after a restart still sends them.
 
     The SDK client is created on the first request and reused; close it with `aclose()` or by
     using the model as an async context manager. Use one instance within one event loop.
@@ -118,7 +123,6 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
         self.prompt_caching = prompt_caching
         self._api_key = api_key
         self._custom_server = explicit_url is not None
-        self._replay: dict[str, list[ReplayBlock]] = {}
         self._endpoint = Endpoint(
             provider=PROVIDER,
             model=model,
@@ -166,15 +170,12 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
                 for part in turn.feed(event):
                     yield part
             end = turn.finish()
-            self._remember_thinking(end.message, turn.replay_blocks)
+            if turn.replay_blocks and end.message.tool_calls:
+                # The API wants a tool-use turn's signed thinking back with it: keep it on the
+                # message, which the store keeps.
+                data = {PROVIDER: {"thinking_blocks": turn.replay_blocks}}
+                end = replace(end, message=end.message.model_copy(update={"provider_data": data}))
             yield end
-
-    def _remember_thinking(self, message: AssistantMessage, blocks: list[ReplayBlock]) -> None:
-        if not (blocks and message.tool_calls):
-            return
-        self._replay[message.tool_calls[0].id] = blocks
-        while len(self._replay) > _REPLAYED_TURNS:
-            del self._replay[next(iter(self._replay))]
 
     def _wire_messages(self, messages: Sequence[Message]) -> tuple[str, list[wire.MessageParam]]:
         """The system prompt and the Messages-API turns for our messages.
@@ -214,7 +215,7 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
             elif isinstance(message, AssistantMessage):
                 blocks: list[AssistantBlock] = []
                 if message.tool_calls:
-                    blocks.extend(self._replay.get(message.tool_calls[0].id, ()))
+                    blocks.extend(replay_blocks(message))
                 if message.content:
                     blocks.append({"type": "text", "text": message.content})
                 blocks.extend(
