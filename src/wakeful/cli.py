@@ -19,7 +19,7 @@ from rich.markup import escape
 from .errors import StoreError, UserError
 
 if TYPE_CHECKING:
-    from .store.sqlite import StoreReader
+    from .store.reader import StoreReader
 
 app = typer.Typer(
     name="wakeful",

@@ -15,8 +15,8 @@ from typing import Any, Final
 from rich.table import Table
 from rich.text import Text
 
-from .channels.timers import TimerRecord
-from .store.sqlite import StoredEvent
+from .channels.timer_schedules import TimerRecord
+from .store.reader import StoredEvent
 from .tools.tasks import TaskRecord
 
 # Event content longer than this is cut before the table shortens it further to fit.

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def core_tools() -> list[Tool]:
     """The tools every session starts with: talking to the user, tasks, shell, timers."""
     from .channels.shell_monitor import monitor_shell
-    from .channels.timers import TIMER_TOOLS
+    from .channels.timer_tools import TIMER_TOOLS
     from .tools.reply import reply_to_user
     from .tools.shell import run_shell
     from .tools.task_tools import TASK_TOOLS

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from wakeful.channels.timers import TimerRecord
+from wakeful.channels.timer_schedules import TimerRecord
 from wakeful.errors import StoreError, UserError
 from wakeful.events import Event, Source, user_input
 from wakeful.messages import (
@@ -22,7 +22,8 @@ from wakeful.messages import (
     ToolMessage,
     UserMessage,
 )
-from wakeful.store.sqlite import MIGRATIONS, Migration, Store, apply_migrations
+from wakeful.store.schema import MIGRATIONS, Migration, apply_migrations
+from wakeful.store.sqlite import Store
 from wakeful.tools.tasks import TaskRecord
 
 pytestmark = pytest.mark.anyio

@@ -1,0 +1,203 @@
+"""The read side of the store: synchronous reads of a store file, for CLI commands and the store.
+
+A reader has its own connection, in query-only mode; WAL lets it read everything committed while
+a runtime writes to the same file. It never creates, upgrades or changes the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, TypeVar
+
+from ..channels.timer_schedules import TimerRecord
+from ..errors import StoreError, UserError
+from ..events import Event
+from ..messages import Message, message_from_json
+from ..tools.tasks import TaskRecord
+from .schema import MIGRATIONS, check_not_newer, connect, not_a_store, read_schema_version
+
+__all__ = [
+    "EventStatus",
+    "StoreReader",
+    "StoredEvent",
+    "decode_row",
+    "open_reader",
+    "task_from_json",
+    "timer_from_json",
+]
+
+T = TypeVar("T")
+EventStatus = Literal["pending", "consumed"]
+
+
+class StoredEvent(NamedTuple):
+    """An event as stored: its position in arrival order, its status, and the event."""
+
+    rowid: int
+    status: EventStatus
+    event: Event
+
+
+def open_reader(path: Path, *, read_only_file: bool) -> StoreReader:
+    """A reader of the store at `path`, which must already be at this wakeful's schema version.
+
+    With `read_only_file`, SQLite opens the file itself read-only (the CLI's view); otherwise the
+    file is opened normally and only the connection is query-only (the store's own read side).
+    """
+    conn = connect(path, read_only=read_only_file)
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        version = read_schema_version(conn, path)
+        check_not_newer(version, path, len(MIGRATIONS))
+        if version < len(MIGRATIONS):
+            raise StoreError(
+                f"The store {path} has schema version {version} and this wakeful needs "
+                f"{len(MIGRATIONS)}. Start the runtime once on it to upgrade it, then retry."
+            )
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise not_a_store(path, exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return StoreReader(conn, path)
+
+
+def decode_row(path: Path, what: str, decode: Callable[[], T]) -> T:
+    """Run `decode` on a stored row, turning a malformed row into a StoreError that names it."""
+    try:
+        return decode()
+    except (ValueError, KeyError, TypeError, UserError) as exc:
+        raise StoreError(
+            f"The {what} stored in {path} cannot be read ({exc}). The row was left as it is; "
+            "it was probably written by a different wakeful version or edited by hand."
+        ) from exc
+
+
+class StoreReader:
+    """Synchronous reads of a store file; what CLI commands use, and the store's own read side.
+
+    Open one with :meth:`Store.read_only`; it sees everything committed, also while a runtime is
+    writing to the file. Close it (or use it as a context manager) when done.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> StoreReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"Reading the store {self.path} failed: {exc}. If this repeats, the file may be "
+                "damaged; copy it aside before trying to repair it."
+            ) from exc
+
+    def schema_version(self) -> int:
+        return read_schema_version(self._conn, self.path)
+
+    def _event(self, seq: int, data: str) -> Event:
+        return decode_row(self.path, f"event #{seq}", lambda: Event.from_json(data))
+
+    def pending_events(self, session: str | None = None) -> list[Event]:
+        """Events not yet consumed, in arrival order."""
+        sql = "SELECT seq, data FROM events WHERE status = 'pending'"
+        params: list[Any] = []
+        if session is not None:
+            sql += " AND session = ?"
+            params.append(session)
+        return [self._event(seq, data) for seq, data in self._rows(sql + " ORDER BY seq", params)]
+
+    def recent_events(
+        self, limit: int = 50, session: str | None = None, after_rowid: int | None = None
+    ) -> list[StoredEvent]:
+        """Events in arrival order: the last `limit`, or the first `limit` after `after_rowid`.
+
+        To tail, pass the rowid of the last event you saw as `after_rowid`.
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        if session is not None:
+            where.append("session = ?")
+            params.append(session)
+        if after_rowid is not None:
+            where.append("seq > ?")
+            params.append(after_rowid)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        order = "ASC" if after_rowid is not None else "DESC"
+        rows = self._rows(
+            f"SELECT seq, status, data FROM events{clause} ORDER BY seq {order} LIMIT ?",
+            [*params, max(0, limit)],
+        )
+        if after_rowid is None:
+            rows.reverse()
+        return [StoredEvent(seq, status, self._event(seq, data)) for seq, status, data in rows]
+
+    def load_trajectory(self, session: str) -> list[Message]:
+        """The session's trajectory messages, in the order they were appended."""
+        rows = self._rows(
+            "SELECT seq, data FROM trajectory WHERE session = ? ORDER BY seq", (session,)
+        )
+        return [
+            decode_row(self.path, f"trajectory message #{seq}", partial(message_from_json, data))
+            for seq, data in rows
+        ]
+
+    def sessions(self) -> list[str]:
+        """Every session with a trajectory or an event, sorted by name."""
+        rows = self._rows(
+            "SELECT session FROM trajectory UNION SELECT session FROM events ORDER BY session"
+        )
+        return [row[0] for row in rows]
+
+    def tasks(self, session: str | None = None) -> list[TaskRecord]:
+        """Stored task records, in the order they were first saved."""
+        sql, params = "SELECT id, data FROM tasks", []
+        if session is not None:
+            sql, params = sql + " WHERE session = ?", [session]
+        return [
+            decode_row(self.path, f"task {task_id}", partial(task_from_json, data))
+            for task_id, data in self._rows(sql + " ORDER BY rowid", params)
+        ]
+
+    def timers(self, session: str | None = None, *, active_only: bool = False) -> list[TimerRecord]:
+        """Stored timers, active ones soonest first, then finished ones."""
+        where: list[str] = []
+        params: list[Any] = []
+        if session is not None:
+            where.append("session = ?")
+            params.append(session)
+        if active_only:
+            where.append("active = 1")
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = self._rows(
+            f"SELECT id, data FROM timers{clause} "
+            "ORDER BY active DESC, next_fire IS NULL, next_fire, rowid",
+            params,
+        )
+        return [
+            decode_row(self.path, f"timer {timer_id}", partial(timer_from_json, data))
+            for timer_id, data in rows
+        ]
+
+
+def task_from_json(data: str) -> TaskRecord:
+    return TaskRecord.from_dict(json.loads(data))
+
+
+def timer_from_json(data: str) -> TimerRecord:
+    return TimerRecord.from_dict(json.loads(data))

@@ -1,0 +1,217 @@
+"""The store file: connecting to it, recognising a wakeful store, and migrating its schema.
+
+The schema is versioned and upgraded by ordered migrations; a file written by a newer wakeful, or a
+file that is not a wakeful store, is refused with a :class:`StoreError` and left untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from ..errors import StoreError
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "MIGRATIONS",
+    "Migration",
+    "apply_migrations",
+    "check_not_newer",
+    "connect",
+    "not_a_store",
+    "read_schema_version",
+]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS: Final = 10_000
+
+
+class Migration(NamedTuple):
+    """One schema step: the statements that take the schema from version N-1 to N."""
+
+    description: str
+    statements: tuple[str, ...]
+
+
+# Ordered: MIGRATIONS[i] produces schema version i + 1. Append new steps; never edit old ones.
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        "events, trajectories, tasks, timers",
+        (
+            """CREATE TABLE schema_version (
+                version INTEGER PRIMARY KEY,
+                description TEXT NOT NULL,
+                applied_at TEXT NOT NULL
+            )""",
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            """CREATE TABLE events (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                session TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                ts TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'consumed')),
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX events_by_status ON events (status, session, seq)",
+            "CREATE INDEX events_by_session ON events (session, seq)",
+            """CREATE TABLE trajectory (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                session TEXT NOT NULL,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX trajectory_by_session ON trajectory (session, seq)",
+            """CREATE TABLE tasks (
+                id TEXT PRIMARY KEY,
+                session TEXT NOT NULL,
+                state TEXT NOT NULL,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX tasks_by_state ON tasks (state)",
+            """CREATE TABLE timers (
+                id TEXT PRIMARY KEY,
+                session TEXT NOT NULL,
+                active INTEGER NOT NULL,
+                next_fire TEXT,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX timers_by_next_fire ON timers (active, next_fire)",
+        ),
+    ),
+)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    """A connection to `path` whose first read proves the file is a SQLite database."""
+    if read_only:
+        if not path.is_file():
+            raise StoreError(
+                f"There is no wakeful store at {path}. Check the path (or --data-dir), or start "
+                "the runtime once to create it."
+            )
+        target, uri = f"{path.resolve().as_uri()}?mode=ro", True
+    else:
+        if path.is_dir():
+            raise StoreError(
+                f"{path} is a directory, not a store file. Give a file path such as "
+                f"{path / 'wakeful.db'}."
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot create the directory for the store {path}: {exc}. Create it, or choose "
+                "a writable location."
+            ) from exc
+        target, uri = str(path), False
+    try:
+        conn = sqlite3.connect(
+            target,
+            uri=uri,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"Cannot open the store {path}: {exc}. Check that the path exists and is readable "
+            "and writable by this user."
+        ) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise not_a_store(path, exc) from exc
+    return conn
+
+
+def not_a_store(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The error for a file SQLite cannot read as a database."""
+    return StoreError(
+        f"{path} is not a readable wakeful store (SQLite says: {exc}). It is either not a SQLite "
+        "database or it is damaged. Nothing in it was changed. If the path is wrong, fix it; if "
+        "the file is damaged, move it aside (it may still be recoverable with `sqlite3 <file> "
+        '".recover"`) and wakeful will start a new, empty store.'
+    )
+
+
+def read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version: 0 for an empty database; StoreError for a foreign one."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "schema_version" not in tables:
+        foreign = sorted(t for t in tables if not t.startswith("sqlite_"))
+        if foreign:
+            raise StoreError(
+                f"{path} is a SQLite database but not a wakeful store (it has the tables "
+                f"{', '.join(foreign)} and no schema_version). Nothing in it was changed. Point "
+                "wakeful at another file."
+            )
+        return 0
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def check_not_newer(version: int, path: Path, known: int) -> None:
+    """Refuse a file whose schema is newer than the `known` versions of this wakeful."""
+    if version > known:
+        raise StoreError(
+            f"The store {path} has schema version {version}, written by a newer wakeful; this "
+            f"version understands up to {known}. Upgrade wakeful, or point it at another file. "
+            "Nothing in the store was changed."
+        )
+
+
+def apply_migrations(
+    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] = MIGRATIONS
+) -> int:
+    """Bring the schema of `conn` up to date, one transaction per step; return the new version.
+
+    A step that fails is rolled back whole, so the file stays at the last good version and keeps
+    everything it held.
+    """
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        version: int | None = None
+        try:
+            # Read the version inside the write lock: another process may have migrated meanwhile.
+            version = read_schema_version(conn, path)
+            check_not_newer(version, path, len(migrations))
+            if version == len(migrations):
+                conn.execute("COMMIT")
+                return version
+            step = migrations[version]
+            for statement in step.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                (version + 1, step.description, _now_iso()),
+            )
+            if version == 0:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('created_at', ?)", (_now_iso(),)
+                )
+            conn.execute("COMMIT")
+            log.info(
+                "store %s migrated to schema version %d (%s)", path, version + 1, step.description
+            )
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            if version is None:
+                raise not_a_store(path, exc) from exc
+            raise StoreError(
+                f"Upgrading the store {path} to schema version {version + 1} failed: {exc}. The "
+                f"store was left at version {version}, unchanged. Report this as a wakeful bug."
+            ) from exc
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
