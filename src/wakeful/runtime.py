@@ -65,6 +65,7 @@ class Runtime:
         clock: Clock | None = None,
         with_timers: bool = True,
         workdir: str | Path | None = None,
+        progress_interval: float | None = 2.0,
     ) -> None:
         self.model = model
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
@@ -78,6 +79,7 @@ class Runtime:
         self.clock = clock
         self.with_timers = with_timers
         self.workdir = Path(workdir) if workdir is not None else None
+        self.progress_interval = progress_interval
         self.sessions: dict[str, AgentSession] = {}
         self.store: Store | None = None
         self.timers: TimerService | None = None
@@ -105,6 +107,7 @@ class Runtime:
             self._tg,
             self.submit,
             on_change=store.save_task_nowait if store is not None else None,
+            progress_interval=self.progress_interval,
         )
         self._services = Services(
             tasks=tasks, emit=self.submit, outbox=self.outbox, store=store, workdir=self.workdir

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -24,7 +25,7 @@ from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime
 from wakeful.tools.reply import reply_to_user
-from wakeful.tools.spec import ToolAnnotations, tool
+from wakeful.tools.spec import ToolAnnotations, ToolContext, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -369,3 +370,42 @@ async def test_runaway_loops_are_stopped_and_the_user_is_told() -> None:
         assert "stopped after 5 model requests" in rt.outbox.sent[-1]["text"]
         assert isinstance(messages(rt)[-1], ToolMessage)
         assert isinstance(messages(rt)[-2], AssistantMessage)
+
+
+async def test_progress_events_ride_along_without_waking_the_agent(tmp_path: Path) -> None:
+    reported, release = anyio.Event(), anyio.Event()
+
+    @tool(run_mode="background")
+    async def crunch(ctx: ToolContext) -> str:
+        """Crunch numbers for a while."""
+        for percent in (10, 20, 30):
+            await ctx.progress(percent, f"crunched {percent}%")
+        reported.set()
+        await release.wait()
+        return "crunched"
+
+    model = ScriptedModel([use(call("crunch")), say(""), say("noted"), say("done")])
+    async with Runtime(
+        model=model,
+        tools=[crunch],
+        with_core_tools=False,
+        with_timers=False,
+        store_path=tmp_path / "w.db",
+        progress_interval=0,
+    ) as rt:
+        await rt.submit(user_input("crunch"))
+        await reported.wait()
+        await rt.wait_idle(include_tasks=False)
+        assert len(model.requests) == 2  # progress did not wake the agent
+        await rt.submit(user_input("how is it going?"))
+        await rt.wait_idle(include_tasks=False)
+        batch = messages(rt)[-2]
+        assert isinstance(batch, UserMessage)
+        assert batch.content.startswith("[Unprocessed event 1/2] [TOOL_PROGRESS task_")
+        assert "crunched 30%" in batch.content and "crunched 10%" not in batch.content
+        release.set()
+        await rt.wait_idle()
+        assert rt.store is not None
+        assert await rt.store.pending_events() == []  # superseded progress is consumed too
+        texts = [m.content for m in messages(rt) if isinstance(m, UserMessage)]
+        assert texts[-1].startswith("[TOOL_RESULT task_") and "TOOL_PROGRESS" not in texts[-1]

@@ -17,6 +17,7 @@ from ..errors import ModelAPIError
 from ..events import (
     AGENT_INTERRUPT,
     SUPERVISOR_INSTRUCTION,
+    TOOL_PROGRESS,
     USER_INPUT,
     USER_INTERRUPT,
     Event,
@@ -35,11 +36,17 @@ class Strategy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """How to handle one event. `stop` means: cancel running work, do not background it."""
+    """How to handle one event.
+
+    `stop` means: cancel running work, do not move it to the background. `wake` False means the
+    event rides along with the next batch but does not by itself start a model turn (progress
+    updates: the agent sees the latest one when something else wakes it).
+    """
 
     strategy: Strategy
     stop: bool = False
     reason: str = ""
+    wake: bool = True
 
 
 DEFAULT_STOP_WORDS = frozenset(
@@ -113,6 +120,10 @@ class Router:
             return Decision(Strategy.CANCEL, reason=f"an urgent {event.kind} event arrived")
         if event.kind == USER_INPUT and event.text.strip().lower() in self.stop_words:
             return Decision(Strategy.CANCEL, stop=True, reason="the user asked to stop")
+        if event.kind == TOOL_PROGRESS:
+            return Decision(
+                Strategy.QUEUE, reason="progress waits for the next batch", wake=False
+            )
         if event.kind != USER_INPUT or event.source.type != "user":
             return Decision(Strategy.QUEUE, reason=f"{event.kind} is not urgent")
         return None

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from ..activity import ActivitySignal
 from ..errors import ModelAPIError
-from ..events import Event
+from ..events import TOOL_RESULT, Event
 from ..messages import (
     Message,
     SystemMessage,
@@ -124,6 +124,10 @@ class AgentSession:
         self.parallel_model = parallel_model
         self.observer: SessionObserver = observer or _NoObserver()
         self.pending: list[PendingItem] = []
+        # Events that ride along with the next batch without waking the session (progress),
+        # the latest per task; and the ids of those a newer one replaced.
+        self.passive: dict[str, Event] = {}
+        self._superseded: list[str] = []
         self.loaded_tools: list[str] = []
         self.phase: Phase = "idle"
         self.model_requests = 0
@@ -156,10 +160,23 @@ class AgentSession:
         if decision.strategy is Strategy.PARALLEL and self.busy and self._tg is not None:
             self._tg.start_soon(self._answer_in_parallel, event, name=f"parallel {event.id}")
             return
+        task_id = event.context.get("task_id")
+        key = task_id if isinstance(task_id, str) else event.id
+        if not decision.wake:
+            self._supersede(key)
+            self.passive[key] = event
+            return
+        if event.kind == TOOL_RESULT:
+            self._supersede(key)  # the result says more than any progress update
         self.pending.append(event)
         if decision.strategy is Strategy.CANCEL:
             self._request_interrupt(decision)
         self._wake.set()
+
+    def _supersede(self, key: str) -> None:
+        old = self.passive.pop(key, None)
+        if old is not None:
+            self._superseded.append(old.id)
 
     def _request_interrupt(self, decision: Decision) -> None:
         if self._interrupt is None or (decision.stop and not self._interrupt.stop):
@@ -229,7 +246,9 @@ class AgentSession:
 
     async def _flush_pending(self) -> None:
         """Rule 5: append every pending item as one user message at a safe point."""
-        items, self.pending = self.pending, []
+        items: list[PendingItem] = [*self.passive.values(), *self.pending]
+        self.passive, self.pending = {}, []
+        superseded, self._superseded = self._superseded, []
         self._interrupt = None
         text = render_batch(items)
         status = render_status(self.services.tasks.running(self.id), self.loaded_tools)
@@ -249,7 +268,7 @@ class AgentSession:
         else:
             mark = "event"
         await self._record(UserMessage(content=text, event_ids=event_ids, mark=mark))
-        await self.trajectory.consume_events(event_ids)
+        await self.trajectory.consume_events([*event_ids, *superseded])
         if any(not isinstance(item, ParallelExchange) for item in items):
             self._needs_model = True
 

@@ -208,7 +208,10 @@ class OutputCapture:
     async def read(self, stream: ByteReceiveStream) -> None:
         """Consume `stream` to its end; `closed` is set when it ends."""
         async for chunk in stream:
+            before = self.handle.percent if self.handle is not None else None
             self.feed(chunk)
+            if self.handle is not None and self.handle.percent != before:
+                await self.handle.report_progress(self.handle.percent)
         self.closed.set()
 
     def feed(self, data: bytes) -> None:

@@ -120,6 +120,7 @@ class TaskHandle:
     _subscribers: list[MemoryObjectSendStream[str]] = field(default_factory=list)
     # True once the task ended and, for background work, its result event was submitted.
     _settled: bool = False
+    _last_progress_event: float = -math.inf
 
     @property
     def done(self) -> bool:
@@ -148,12 +149,21 @@ class TaskHandle:
             self._scope.cancel()
 
     async def report_progress(self, percent: float | None, message: str = "") -> None:
+        """Record progress; a background task also reports it as a tool.progress event, at most
+        once per `TaskManager.progress_interval` seconds."""
         if percent is not None and math.isfinite(percent):
             self.percent = max(0.0, min(100.0, percent))
         if message:
             self.progress_message = message
-        if self.background and self.manager.emit_progress:
-            await self.manager.emit(
+        manager = self.manager
+        now = time.monotonic()
+        if (
+            self.background
+            and manager.progress_interval is not None
+            and now - self._last_progress_event >= manager.progress_interval
+        ):
+            self._last_progress_event = now
+            await manager.emit(
                 Event(
                     kind=TOOL_PROGRESS,
                     source=Source(type="tool", id=self.id),
@@ -237,12 +247,13 @@ class TaskManager:
         emit: Emit,
         *,
         on_change: Callable[[TaskRecord], None] | None = None,
-        emit_progress: bool = False,
+        progress_interval: float | None = 2.0,
     ) -> None:
         self._tg = task_group
         self.emit = emit
         self._on_change = on_change
-        self.emit_progress = emit_progress
+        # Seconds between two tool.progress events of one task; None sends none.
+        self.progress_interval = progress_interval
         self._tasks: dict[str, TaskHandle] = {}
         # Notified whenever a task ends, for whoever waits on tasks to settle.
         self.settled = ActivitySignal()
