@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import anyio
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.markup import escape
 
 from .errors import StoreError, UserError
@@ -106,7 +108,7 @@ def init(
             f"Cannot write {path}: {exc.strerror or exc}. Check that its directory exists and is "
             "writable, or choose another --path."
         ) from exc
-    out.print(f"Wrote {path}. Uncomment a [model] block, then run `wakeful run`.")
+    out.print(f"Wrote {escape(str(path))}. Uncomment a \\[model] block, then run `wakeful run`.")
 
 
 @app.command()
@@ -396,6 +398,12 @@ def timers_command(
 
 
 def main() -> None:
+    # Warnings (retries, fallbacks) go to stderr, one readable line each.
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_path=False, show_time=False, markup=False)],
+    )
     app()
 
 

@@ -314,7 +314,7 @@ class AgentSession:
         return end
 
     async def _model_failed(self, exc: ModelAPIError) -> None:
-        log.warning("session %s: model request failed: %s", self.id, exc)
+        log.info("session %s: model request failed: %s", self.id, exc)
         self.observer.on_turn_discarded(self.id, f"model error: {exc}")
         self._wait_for_event = True
         await self.services.outbox.send(

@@ -60,7 +60,8 @@ class ConsoleObserver:
         pass
 
     def on_turn_discarded(self, session: str, reason: str) -> None:
-        if self.verbose:
+        # A failed request is told to the user by the session itself.
+        if self.verbose and not reason.startswith("model error"):
             self.console.print(
                 f"[dim yellow]  (model turn discarded: {escape(reason)})[/dim yellow]"
             )
