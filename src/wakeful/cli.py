@@ -138,6 +138,7 @@ def run(
         rt = Runtime(
             model=model,
             store_path=cfg.store.path,
+            store_synchronous=cfg.store.synchronous,
             session_config=cfg.agent.session_config(),
             router=router,
             parallel_model=parallel,

@@ -73,6 +73,7 @@ class RouterConfig(_Section):
 
 class StoreConfig(_Section):
     path: Path = Path(".wakeful/wakeful.db")
+    synchronous: Literal["full", "normal"] = "normal"
 
 
 class WakefulConfig(_Section):
@@ -209,4 +210,7 @@ cancel_grace_seconds = 5.0                # time a cancelled tool gets to clean 
 
 [store]
 path = ".wakeful/wakeful.db"   # SQLite: events, trajectories, tasks, timers (relative to this file)
+# "normal": commits survive the runtime crashing, not a power loss (SQLite's advice for WAL);
+# "full": every commit is fsynced and survives both, at a cost in throughput.
+synchronous = "normal"
 """

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -66,6 +66,7 @@ class Runtime:
         with_timers: bool = True,
         workdir: str | Path | None = None,
         progress_interval: float | None = 2.0,
+        store_synchronous: Literal["full", "normal"] = "normal",
     ) -> None:
         self.model = model
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
@@ -80,6 +81,9 @@ class Runtime:
         self.with_timers = with_timers
         self.workdir = Path(workdir) if workdir is not None else None
         self.progress_interval = progress_interval
+        # "normal": a commit survives the runtime crashing (kill -9), not the machine losing
+        # power; "full" fsyncs every commit and survives both, at a cost in throughput.
+        self.store_synchronous = store_synchronous
         self.sessions: dict[str, AgentSession] = {}
         self.store: Store | None = None
         self.timers: TimerService | None = None
@@ -99,7 +103,7 @@ class Runtime:
             from .store.sqlite import Store
 
             self.store_path.parent.mkdir(parents=True, exist_ok=True)
-            self.store = await Store.open(self.store_path)
+            self.store = await Store.open(self.store_path, synchronous=self.store_synchronous)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         store = self.store

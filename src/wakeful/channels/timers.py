@@ -158,6 +158,7 @@ class TimerService:
     async def _fire_due(self) -> None:
         now = self.clock.now()
         changed: list[TimerRecord] = []
+        events: list[Event] = []
         while self._heap and self._heap[0][0] <= now:
             when, seq, timer_id = heapq.heappop(self._heap)
             record = self._timers.get(timer_id)
@@ -166,11 +167,22 @@ class TimerService:
             event = self._advance(record, when, now)
             changed.append(record)
             if event is not None:
-                await self._emit(event)
+                events.append(event)
+        if len(events) == 1:
+            await self._emit(events[0])
+        elif events:
+            # Emitted together, the fires of one moment share the store's commits instead of
+            # queueing behind each other; each is submitted in order before the first waits.
+            async with anyio.create_task_group() as tg:
+                for event in events:
+                    tg.start_soon(self._emit_one, event)
         # A timer cancelled while an event was being emitted must not be saved back.
         changed = [r for r in changed if not r.active or self._timers.get(r.id) is r]
         if changed and self._store is not None:
             await self._store.save_timers(changed)
+
+    async def _emit_one(self, event: Event) -> None:
+        await self._emit(event)
 
     def _advance(self, record: TimerRecord, scheduled: datetime, now: datetime) -> Event | None:
         """Move a due timer to its next occurrence; return the event to emit, if any."""
