@@ -95,6 +95,7 @@ async def test_plain_exchange_reads_like_an_ordinary_chat() -> None:
         assert roles == ["system", "user", "assistant", "tool", "assistant"]
         assert messages(rt)[1].content == "hi"  # no tags for the user's own words
         assert [m["text"] for m in rt.outbox.sent] == ["Hello!"]
+        assert rt.sessions["main"].usage.output_tokens == 1  # one call, no text
 
 
 async def test_plain_assistant_text_is_not_sent_unless_configured() -> None:

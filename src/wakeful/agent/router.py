@@ -121,9 +121,7 @@ class Router:
         if event.kind == USER_INPUT and event.text.strip().lower() in self.stop_words:
             return Decision(Strategy.CANCEL, stop=True, reason="the user asked to stop")
         if event.kind == TOOL_PROGRESS:
-            return Decision(
-                Strategy.QUEUE, reason="progress waits for the next batch", wake=False
-            )
+            return Decision(Strategy.QUEUE, reason="progress waits for the next batch", wake=False)
         if event.kind != USER_INPUT or event.source.type != "user":
             return Decision(Strategy.QUEUE, reason=f"{event.kind} is not urgent")
         return None

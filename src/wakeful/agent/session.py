@@ -36,7 +36,7 @@ from ..messages import (
     ToolMessage,
     UserMessage,
 )
-from ..models.base import Model, ModelRequest, StreamPart, ToolDefinition, TurnEnd
+from ..models.base import Model, ModelRequest, StreamPart, ToolDefinition, TurnEnd, Usage
 from ..services import Services
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.spec import Tool, ToolContext, ToolResult
@@ -131,6 +131,8 @@ class AgentSession:
         self.loaded_tools: list[str] = []
         self.phase: Phase = "idle"
         self.model_requests = 0
+        # Tokens of every finished turn of this session (discarded turns report none).
+        self.usage = Usage()
         self._tool_definitions: list[ToolDefinition] = registry.definitions()
         self._wake = anyio.Event()
         self._scope: anyio.CancelScope | None = None
@@ -311,6 +313,7 @@ class AgentSession:
             reason = "interrupted by an urgent event" if scope.cancel_called else "no final turn"
             self.observer.on_turn_discarded(self.id, reason)
             return None
+        self.usage += end.usage
         return end
 
     async def _model_failed(self, exc: ModelAPIError) -> None:
