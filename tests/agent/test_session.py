@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import pytest
@@ -22,10 +22,10 @@ from wakeful.messages import (
     check_trajectory,
 )
 from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
-from wakeful.models.base import ToolDefinition
+from wakeful.models.base import Model, ToolDefinition
 from wakeful.runtime import Runtime
 from wakeful.tools.reply import reply_to_user
-from wakeful.tools.spec import ToolAnnotations, ToolContext, tool
+from wakeful.tools.spec import Tool, ToolAnnotations, ToolContext, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -60,13 +60,9 @@ async def refuse() -> str:
 TOOLS = [reply_to_user, wait_seconds, get_weather, explode, refuse]
 
 
-def runtime(model: object, **kwargs: object) -> Runtime:
+def runtime(model: Model, *, tools: Sequence[Tool] = (), **kwargs: Any) -> Runtime:
     return Runtime(
-        model=model,  # type: ignore[arg-type]
-        tools=TOOLS,
-        with_core_tools=False,
-        with_timers=False,
-        **kwargs,  # type: ignore[arg-type]
+        model=model, tools=[*TOOLS, *tools], with_core_tools=False, with_timers=False, **kwargs
     )
 
 
@@ -410,3 +406,27 @@ async def test_progress_events_ride_along_without_waking_the_agent(tmp_path: Pat
         assert await rt.store.pending_events() == []  # superseded progress is consumed too
         texts = [m.content for m in messages(rt) if isinstance(m, UserMessage)]
         assert texts[-1].startswith("[TOOL_RESULT task_") and "TOOL_PROGRESS" not in texts[-1]
+
+
+async def test_a_stop_also_cancels_background_tasks_and_says_so() -> None:
+    @tool(run_mode="background")
+    async def long_job() -> str:
+        """A job that takes a minute."""
+        await anyio.sleep(60)
+        return "finished"
+
+    model = ScriptedModel([use(call("long_job")), say(""), say("stopped everything")])
+    async with runtime(model, tools=[long_job]) as rt:
+        await rt.submit(user_input("start the job"))
+        await rt.wait_idle(include_tasks=False)
+        [job] = rt.tasks.running()
+        await rt.submit(user_interrupt("stop"))
+        await rt.wait_idle()
+        assert job.state == "cancelled" and job.cancel_reason == "the user interrupted"
+        batch = messages(rt)[-2]
+        assert isinstance(batch, UserMessage)
+        assert "[Unprocessed event 1/2] stop" in batch.content
+        assert f"[Runtime] Cancelled background tasks because of the stop: {job.id}" in (
+            batch.content
+        )
+        assert not any("finished" in m.content for m in messages(rt))

@@ -209,7 +209,7 @@ class AgentSession:
                     continue
                 self._wait_for_event = False
                 self.phase = "model"
-                await self._apply_stop()
+                self._apply_stop()
                 while self.pending:
                     await self._flush_pending()
                 if not self._needs_model:
@@ -234,14 +234,14 @@ class AgentSession:
         await self.trajectory.append(message)
         self.observer.on_message(self.id, message)
 
-    async def _apply_stop(self) -> None:
+    def _apply_stop(self) -> None:
         """On a stop, cancel this session's background tasks too, and note it for the model."""
         decision = self._interrupt
         if decision is None or not decision.stop or not self.config.stop_cancels_background:
             return
         running = self.services.tasks.running(self.id)
         for handle in running:
-            handle.cancel("the user asked to stop")
+            handle.cancel(decision.reason or "stopped")
         if running:
             names = ", ".join(f"{h.id} ({h.tool} {h.description!r})" for h in running)
             self.pending.append(Note(f"Cancelled background tasks because of the stop: {names}."))
