@@ -17,7 +17,7 @@ from wakeful.messages import AssistantMessage, Message, UserMessage, check_traje
 from wakeful.models import FunctionModel, Turn, call, say
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime
-from wakeful.tools.spec import tool
+from wakeful.tools.spec import ToolAnnotations, tool
 
 
 @tool
@@ -25,6 +25,13 @@ async def work(seconds: Annotated[float, Field(ge=0, description="Duration, e.g.
     """Work for a while."""
     await anyio.sleep(seconds)
     return f"worked {seconds}"
+
+
+@tool(annotations=ToolAnnotations(read_only=True))
+async def peek(seconds: Annotated[float, Field(ge=0, description="Duration, e.g. 0.01")]) -> str:
+    """Look at something for a while (read-only: runs alongside other read-only calls)."""
+    await anyio.sleep(seconds)
+    return f"peeked {seconds}"
 
 
 @tool(run_mode="background")
@@ -43,15 +50,13 @@ turns = st.one_of(
         st.sampled_from([0.0, 0.002, 0.005]),
     ),
     st.builds(
-        lambda ds, bg, chunk: Turn(
+        lambda ds, names, chunk: Turn(
             text="calling",
             chunk_delay=chunk,
-            tool_calls=[
-                call("work_later" if b else "work", seconds=d) for d, b in zip(ds, bg, strict=False)
-            ],
+            tool_calls=[call(n, seconds=d) for d, n in zip(ds, names, strict=False)],
         ),
-        st.lists(durations, min_size=1, max_size=3),
-        st.lists(st.booleans(), min_size=3, max_size=3),
+        st.lists(durations, min_size=1, max_size=4),
+        st.lists(st.sampled_from(["work", "work_later", "peek"]), min_size=4, max_size=4),
         st.sampled_from([0.0, 0.003]),
     ),
 )
@@ -102,7 +107,7 @@ def test_trajectory_stays_well_formed(
 
     async def scenario() -> None:
         async with Runtime(
-            model=model, tools=[work, work_later], with_core_tools=False, with_timers=False
+            model=model, tools=[work, work_later, peek], with_core_tools=False, with_timers=False
         ) as rt:
             first = user_input("start")
             submitted.append(first.id)

@@ -430,3 +430,80 @@ async def test_a_stop_also_cancels_background_tasks_and_says_so() -> None:
             batch.content
         )
         assert not any("finished" in m.content for m in messages(rt))
+
+
+async def test_read_only_calls_run_together_and_others_one_at_a_time() -> None:
+    log: list[str] = []
+    both_started = anyio.Event()
+    started = 0
+
+    @tool(annotations=ToolAnnotations(read_only=True))
+    async def look(name: Annotated[str, Field(description="e.g. 'a'")]) -> str:
+        """Look at something."""
+        nonlocal started
+        log.append(f"start {name}")
+        started += 1
+        if started == 2:
+            both_started.set()
+        await both_started.wait()  # deadlocks unless the two looks overlap
+        log.append(f"end {name}")
+        return name
+
+    @tool
+    async def change(name: Annotated[str, Field(description="e.g. 'b'")]) -> str:
+        """Change something."""
+        log.append(f"change {name}")
+        return name
+
+    turn = use(
+        call("look", name="a"),
+        call("look", name="b"),
+        call("change", name="c"),
+        call("look", name="d"),
+    )
+    model = ScriptedModel([turn, say("")])
+    async with runtime(model, tools=[look, change]) as rt:
+        await rt.submit(user_input("go"))
+        with anyio.fail_after(5):
+            await rt.wait_idle()
+    assert log[:2] == ["start a", "start b"]
+    assert sorted(log[2:4]) == ["end a", "end b"]
+    assert log[4:] == ["change c", "start d", "end d"]
+    results = [m for m in messages(rt) if isinstance(m, ToolMessage)]
+    assert sorted(r.content for r in results) == ["a", "b", "c", "d"]
+    assert_well_formed(rt)
+
+
+@pytest.mark.parametrize("stop", [True, False])
+async def test_an_interrupt_answers_every_unfinished_concurrent_call(stop: bool) -> None:
+    @tool(annotations=ToolAnnotations(read_only=True))
+    async def slow_look(seconds: Annotated[float, Field(description="e.g. 5")]) -> str:
+        """Look slowly."""
+        await anyio.sleep(seconds)
+        return "seen"
+
+    turn = use(
+        call("slow_look", seconds=0), call("slow_look", seconds=30), call("slow_look", seconds=30)
+    )
+    model = ScriptedModel([turn, say("")])
+    async with runtime(model, tools=[slow_look]) as rt:
+        await rt.submit(user_input("look"))
+        await wait_until(lambda: len(messages(rt)) == 4)  # the quick one answered
+        urgent = (
+            user_interrupt("stop")
+            if stop
+            else Event(
+                kind="system.alert",
+                source=Source(type="system", id="x"),
+                content="!",
+                urgency="urgent",
+            )
+        )
+        await rt.submit(urgent)
+        await rt.wait_idle(include_tasks=False)
+        statuses = [m.status for m in messages(rt) if isinstance(m, ToolMessage)]
+        expected = "cancelled" if stop else "placeholder"
+        assert statuses == ["ok", expected, expected]
+        assert_well_formed(rt)
+        assert len(rt.tasks.running()) == (0 if stop else 2)
+        rt.tasks.cancel_all("the test is over")

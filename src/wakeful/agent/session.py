@@ -329,16 +329,35 @@ class AgentSession:
     # --- tools ---------------------------------------------------------------------------------
 
     async def _run_tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        """Run a turn's calls in order; a run of read-only calls goes concurrently."""
         self.phase = "tools"
-        for call in calls:
+        index = 0
+        while index < len(calls):
+            call = calls[index]
             if self._interrupt is not None:
                 await self._record(self._not_started_result(call, self._interrupt))
+                index += 1
                 continue
             tool = self.registry.get(call.name)
             if tool is not None and tool.spec.run_mode == "background":
                 await self._record(self._start_background(tool, call))
+                index += 1
                 continue
-            await self._record(await self._run_inline(tool, call))
+            group = [(tool, call)]
+            index += 1
+            while self._read_only(tool) and index < len(calls):
+                following = self.registry.get(calls[index].name)
+                if not self._read_only(following):
+                    break
+                group.append((following, calls[index]))
+                index += 1
+            await self._run_inline(group)
+
+    @staticmethod
+    def _read_only(tool: Tool | None) -> bool:
+        return (
+            tool is not None and tool.spec.annotations.read_only and tool.spec.run_mode == "inline"
+        )
 
     def _task_runner(self, tool: Tool | None, call: ToolCall) -> _CallRunner:
         return _CallRunner(self, tool, call)
@@ -361,27 +380,54 @@ class AgentSession:
         )
         return ToolMessage(tool_call_id=call.id, name=call.name, content=content)
 
-    async def _run_inline(self, tool: Tool | None, call: ToolCall) -> ToolMessage:
-        handle = self.services.tasks.start(
-            session=self.id,
-            tool=call.name,
-            call_id=call.id,
-            description=describe_call(call),
-            run=self._task_runner(tool, call),
-        )
+    async def _run_inline(self, group: Sequence[tuple[Tool | None, ToolCall]]) -> None:
+        """Run calls together, recording each result as it finishes (rule 2); on an
+        interrupt, answer the unfinished ones with a placeholder or a cancellation (rule 3)."""
+        handles = [
+            (
+                call,
+                self.services.tasks.start(
+                    session=self.id,
+                    tool=call.name,
+                    call_id=call.id,
+                    description=describe_call(call),
+                    run=self._task_runner(tool, call),
+                ),
+            )
+            for tool, call in group
+        ]
+
+        answered: set[str] = set()
+
+        async def record_when_done(call: ToolCall, handle: TaskHandle) -> None:
+            result = await handle.wait()
+            answered.add(call.id)  # no await between this and the append below
+            await self._record(self._result_message(call, result))
+
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self._interrupt is not None:
                 scope.cancel()
-            await handle.wait()
+            async with anyio.create_task_group() as tg:
+                for call, handle in handles:
+                    tg.start_soon(record_when_done, call, handle)
         self._scope = None
-        if handle.done:  # rule 2 — also when it finished just as the interrupt arrived
-            assert handle.result is not None
-            return self._result_message(call, handle.result)
-        decision = self._interrupt or Decision(Strategy.CANCEL, stop=True)
-        if decision.stop:
-            return await self._cancel_inline(handle, call, decision)
-        handle.detach()  # rule 3: it goes on in the background
+        for call, handle in handles:
+            if call.id in answered:
+                continue
+            if handle.done:  # it finished just as the interrupt arrived
+                assert handle.result is not None
+                await self._record(self._result_message(call, handle.result))
+                continue
+            decision = self._interrupt or Decision(Strategy.CANCEL, stop=True)
+            if decision.stop:
+                await self._record(await self._cancel_inline(handle, call, decision))
+            else:
+                handle.detach()  # rule 3: it goes on in the background
+                await self._record(self._placeholder_result(call, handle))
+
+    @staticmethod
+    def _placeholder_result(call: ToolCall, handle: TaskHandle) -> ToolMessage:
         return ToolMessage(
             tool_call_id=call.id,
             name=call.name,
