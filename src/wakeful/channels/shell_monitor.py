@@ -100,7 +100,7 @@ async def monitor_output(
     return events
 
 
-@tool(  # see spec.tool's return type
+@tool(
     annotations=ToolAnnotations(read_only=True),
     examples=(
         {"task_id": "task_1a2b3c4d"},

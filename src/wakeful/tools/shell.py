@@ -34,7 +34,7 @@ _BACKGROUND_TIMEOUT_HINT = (
 )
 
 
-@tool(  # see spec.tool's return type
+@tool(
     annotations=ToolAnnotations(destructive=True, open_world=True),
     examples=(
         {"command": "pytest -q tests/"},

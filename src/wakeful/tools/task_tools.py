@@ -50,7 +50,7 @@ def find_task(ctx: ToolContext, task_id: str) -> TaskHandle:
     )
 
 
-@tool(  # see spec.tool's return type
+@tool(
     annotations=ToolAnnotations(read_only=True, idempotent=True),
     examples=({"task_id": "task_1a2b3c4d"}, {"task_id": "task_1a2b3c4d", "lines": 50}),
 )
@@ -75,7 +75,7 @@ async def task_status(
     return find_task(ctx, task_id).status(lines)
 
 
-@tool(  # see spec.tool's return type
+@tool(
     annotations=ToolAnnotations(destructive=True, idempotent=True),
     examples=(
         {"task_id": "task_1a2b3c4d"},
@@ -126,7 +126,7 @@ async def cancel_task(
     return {"task_id": handle.id, "status": handle.state, "cancel_reason": handle.cancel_reason}
 
 
-@tool(  # see spec.tool's return type
+@tool(
     annotations=ToolAnnotations(read_only=True, idempotent=True), examples=({},)
 )
 async def list_tasks(ctx: ToolContext) -> dict[str, Any]:
