@@ -119,3 +119,22 @@ async def test_wait_idle_waits_for_a_background_result_to_be_handled(tmp_path: P
         assert not rt.is_idle()
         await rt.wait_idle()
         assert [m["text"] for m in rt.outbox.sent] == ["done"]
+
+
+async def test_submit_many_stores_a_burst_in_one_write_and_routes_it_in_order(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([say("read them all")])
+    burst = [user_input(f"mail {i}") for i in range(3)]
+    async with Runtime(
+        model=model, with_core_tools=False, with_timers=False, store_path=tmp_path / "w.db"
+    ) as rt:
+        decisions = await rt.submit_many(burst)
+        assert [d.strategy for d in decisions] == ["queue"] * 3
+        await rt.wait_idle()
+        assert user_texts(rt)[0].splitlines()[:3] == [
+            "[Unprocessed event 1/3] mail 0",
+            "[Unprocessed event 2/3] mail 1",
+            "[Unprocessed event 3/3] mail 2",
+        ]
+        assert rt.store is not None and await rt.store.pending_events() == []

@@ -9,7 +9,7 @@ and every task that was running is reported to its session as lost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -233,6 +233,20 @@ class Runtime:
             await self.store.add_event(event)
         session = await self.session(event.session)
         return await session.handle(event)
+
+    async def submit_many(self, events: Sequence[Event]) -> list[Decision]:
+        """Persist several events in one write, then hand each to its session, in order.
+
+        For channels that deliver bursts (a mailbox sync, a webhook batch): one commit instead
+        of one per event. Nothing is stored if any event cannot be (e.g. a duplicate id).
+        """
+        if self.store is not None and events:
+            await self.store.add_events(events)
+        decisions = []
+        for event in events:
+            session = await self.session(event.session)
+            decisions.append(await session.handle(event))
+        return decisions
 
     def is_idle(self, *, include_tasks: bool = True) -> bool:
         """No session is working or holding pending events (nor, by default, running tasks)."""

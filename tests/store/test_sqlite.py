@@ -135,6 +135,30 @@ async def test_a_duplicate_event_is_refused_and_loses_nothing(db_path: Path) -> 
         assert [e for e in stored if e.id == event.id] == [event]
 
 
+async def test_a_lone_duplicate_is_refused_and_the_store_goes_on(db_path: Path) -> None:
+    async with await Store.open(db_path) as store:
+        event = user_input("once")
+        await store.add_event(event)
+        with pytest.raises(StoreError, match=event.id):
+            await store.add_event(event)  # alone in its batch: no savepoint to fall back on
+        later = user_input("later")
+        await store.add_event(later)
+        assert await store.pending_events() == [event, later]
+
+
+async def test_add_events_stores_a_burst_all_or_none(db_path: Path) -> None:
+    async with await Store.open(db_path) as store:
+        kept = user_input("kept")
+        await store.add_event(kept)
+        burst = [user_input(f"burst {i}") for i in range(5)]
+        rowids = await store.add_events(burst)
+        assert rowids == sorted(rowids) and len(rowids) == 5
+        bad = [user_input("fine"), kept, user_input("also fine")]  # kept's id is taken
+        with pytest.raises(StoreError, match=kept.id):
+            await store.add_events(bad)
+        assert await store.pending_events() == [kept, *burst]
+
+
 async def test_invalid_status_is_refused_before_anything_changes(db_path: Path) -> None:
     async with await Store.open(db_path) as store:
         event = user_input("keep me")

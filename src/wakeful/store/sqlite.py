@@ -172,6 +172,32 @@ class Store:
 
         return await self._write(apply, f"event {event.id}")
 
+    async def add_events(
+        self, events: Sequence[Event], status: EventStatus = "pending"
+    ) -> list[int]:
+        """Store several events in one write, all or none; return their rowids in order."""
+        _check_status(status)
+        rows = [(e.id, e.session, e.kind, _utc_key(e.ts), status, e.to_json()) for e in events]
+
+        def apply(conn: sqlite3.Connection) -> list[int]:
+            rowids = []
+            for row in rows:
+                try:
+                    cursor = conn.execute(
+                        "INSERT INTO events (id, session, kind, ts, status, data) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise StoreError(
+                        f"Could not save {len(rows)} events in {self.path}: event {row[0]} is "
+                        "already stored, so none of them was saved. Give it a fresh id."
+                    ) from exc
+                rowids.append(cast(int, cursor.lastrowid))
+            return rowids
+
+        return await self._write(apply, f"{len(rows)} events")
+
     async def mark_events(self, ids: Iterable[str], status: str) -> None:
         """Set the status ('pending' or 'consumed') of the events with these ids.
 

@@ -139,17 +139,24 @@ class WriterThread(threading.Thread):
 
     def _commit(self, batch: list[_Write]) -> None:
         conn = self.conn
+        # A savepoint per write lets one bad write fail alone; a batch of one needs none.
+        isolate = len(batch) > 1
         try:
             conn.execute("BEGIN IMMEDIATE")
             for write in batch:
-                conn.execute("SAVEPOINT one_write")
+                if isolate:
+                    conn.execute("SAVEPOINT one_write")
                 try:
                     write.result = write.apply(conn)
                 except Exception as exc:
                     # Undo this write only; its caller gets the error, the batch carries on.
-                    conn.execute("ROLLBACK TO one_write")
                     write.error = _as_store_error(exc, self.path, write.what)
-                conn.execute("RELEASE one_write")
+                    if not isolate:
+                        self._rollback()
+                        return
+                    conn.execute("ROLLBACK TO one_write")
+                if isolate:
+                    conn.execute("RELEASE one_write")
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback()

@@ -1,0 +1,57 @@
+"""Run every benchmark, one after the other, each in a fresh interpreter, and print their tables.
+
+    python bench/run_all.py [--quick] [--only NAME ...] [--output FILE]
+
+`--quick` passes `--quick` to each (about 20 s in all instead of about 90 s); `--output`
+also writes everything printed to FILE, to paste into docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from report import machine_summary
+
+BENCH_DIR = Path(__file__).resolve().parent
+BENCHMARKS = ("interrupt_latency", "loop_overhead", "event_throughput", "timers")
+
+
+def run(name: str, quick: bool) -> tuple[str, float, int]:
+    """Run one benchmark; return what it printed, the seconds it took and its exit code."""
+    command = [sys.executable, str(BENCH_DIR / f"{name}.py"), *(["--quick"] if quick else [])]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    output = done.stdout + (f"\n[stderr]\n{done.stderr}" if done.returncode else "")
+    return output, elapsed, done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="run each benchmark with --quick")
+    parser.add_argument("--only", nargs="+", choices=BENCHMARKS, help="run only these")
+    parser.add_argument("--output", type=Path, help="also write the report to this file")
+    args = parser.parse_args()
+
+    lines = [f"wakeful benchmarks{' (--quick)' if args.quick else ''}", machine_summary(), ""]
+    print("\n".join(lines), flush=True)
+    failed = []
+    for name in args.only or BENCHMARKS:
+        output, elapsed, code = run(name, args.quick)
+        section = f"## {name} ({elapsed:.1f} s)\n\n{output.rstrip()}\n"
+        print(section, flush=True)
+        lines.append(section)
+        if code:
+            failed.append(name)
+    if args.output is not None:
+        args.output.write_text("\n".join(lines))
+    if failed:
+        sys.exit(f"These benchmarks exited with an error: {', '.join(failed)}.")
+
+
+if __name__ == "__main__":
+    main()
