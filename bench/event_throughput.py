@@ -1,5 +1,8 @@
 """Event throughput: events per second through `Runtime.submit` and `Store.add_event`.
 
+`Runtime.submit_many` rows: one producer hands bursts of 10 or 100 events (a mailbox sync, a
+webhook batch) to the runtime, which stores each burst in one write.
+
 Runtime rows: the SQLite store is on (WAL), first with the Runtime's default
 `store_synchronous="normal"` (no fsync per commit; a commit survives a crash of the process, not a
 power loss), then with `store_synchronous="full"` (an fsync per commit). The session is busy in a
@@ -75,7 +78,9 @@ class RuntimeTiming:
         return self.submit_seconds + self.flush_seconds
 
 
-async def runtime_run(count: int, producers: int, synchronous: WriteSync) -> RuntimeTiming:
+async def runtime_run(
+    count: int, producers: int, synchronous: WriteSync, batch: int = 1
+) -> RuntimeTiming:
     gate = anyio.Event()
     busy = anyio.Event()
 
@@ -99,7 +104,12 @@ async def runtime_run(count: int, producers: int, synchronous: WriteSync) -> Run
                 await rt.submit(user_input("start the long job"))
                 await busy.wait()
                 start = time.perf_counter()
-                await produce(events, producers, rt.submit)
+                if batch == 1:
+                    await produce(events, producers, rt.submit)
+                else:
+                    bursts = [events[i : i + batch] for i in range(0, len(events), batch)]
+                    for burst in bursts:  # one producer, one write per burst
+                        await rt.submit_many(burst)
                 submitted = time.perf_counter()
                 gate.set()
                 await rt.wait_idle()
@@ -144,13 +154,17 @@ def main() -> None:
     # One producer awaits every commit in turn; fewer events keep that row short.
     sequential_count = min(count, 2000)
 
-    runtime_rows: list[tuple[int, int, WriteSync]] = [
-        (1, sequential_count, "normal"),
-        (16, count, "normal"),
-        (64, count, "normal"),
-        (1, sequential_count, "full"),
-        (16, count, "full"),
-        (64, count, "full"),
+    # (producers, events, sync, burst size: 1 = Runtime.submit, more = Runtime.submit_many)
+    runtime_rows: list[tuple[int, int, WriteSync, int]] = [
+        (1, sequential_count, "normal", 1),
+        (1, count, "normal", 10),
+        (1, count, "normal", 100),
+        (16, count, "normal", 1),
+        (64, count, "normal", 1),
+        (1, sequential_count, "full", 1),
+        (1, count, "full", 100),
+        (16, count, "full", 1),
+        (64, count, "full", 1),
     ]
     store_rows: list[tuple[int, int, WriteSync]] = [
         (1, sequential_count, "normal"),
@@ -164,10 +178,10 @@ def main() -> None:
 
     anyio.run(runtime_run, 500, 16, "normal")  # warm-up
     anyio.run(store_run, 500, 16, "normal")
-    runtime_results: list[tuple[int, int, WriteSync, RuntimeTiming]] = []
-    for producers, n, synchronous in runtime_rows:
-        timings = [anyio.run(runtime_run, n, producers, synchronous) for _ in range(repeat)]
-        runtime_results.append((producers, n, synchronous, median_timing(timings)))
+    runtime_results: list[tuple[int, int, WriteSync, int, RuntimeTiming]] = []
+    for producers, n, synchronous, burst in runtime_rows:
+        timings = [anyio.run(runtime_run, n, producers, synchronous, burst) for _ in range(repeat)]
+        runtime_results.append((producers, n, synchronous, burst, median_timing(timings)))
     store_results: list[tuple[int, int, WriteSync, float]] = []
     for producers, n, synchronous in store_rows:
         seconds = median([anyio.run(store_run, n, producers, synchronous) for _ in range(repeat)])
@@ -181,10 +195,11 @@ def main() -> None:
         ["path", "sync", "producers", "events", "submit ms", "flush ms", "events/s", "target"]
     )
     target = f"≥ {TARGET_PER_SECOND:,.0f}/s"
-    for producers, n, synchronous, timing in runtime_results:
+    for producers, n, synchronous, burst, timing in runtime_results:
         rate = n / timing.total
+        path = "Runtime.submit" if burst == 1 else f"Runtime.submit_many ×{burst}"
         table.add(
-            "Runtime.submit, queued + flushed",
+            f"{path}, queued + flushed",
             synchronous,
             producers,
             n,
