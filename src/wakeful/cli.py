@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from .cli_tools import tools_app
 from .errors import StoreError, UserError
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ events_app = typer.Typer(
 )
 app.add_typer(demo_app, name="demo")
 app.add_typer(events_app, name="events")
+app.add_typer(tools_app, name="tools")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -24,6 +24,7 @@ from .errors import UserError
 from .events import SYSTEM_ALERT, Event, Source
 from .models.base import Model
 from .services import Outbox, Services
+from .tools.cache import ResultCache
 from .tools.registry import ToolRegistry
 from .tools.spec import Tool
 from .tools.tasks import TaskManager
@@ -67,10 +68,13 @@ class Runtime:
         workdir: str | Path | None = None,
         progress_interval: float | None = 2.0,
         store_synchronous: Literal["full", "normal"] = "normal",
+        result_cache: ResultCache | Literal["default"] | None = "default",
     ) -> None:
         self.model = model
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
-        self.registry = ToolRegistry(tool_list)
+        # Results of read-only calls, reused within a TTL; writes clear it. None turns it off.
+        self.result_cache = ResultCache() if result_cache == "default" else result_cache
+        self.registry = ToolRegistry(tool_list, cache=self.result_cache)
         self.store_path = Path(store_path) if store_path is not None else None
         self.session_config = session_config or SessionConfig()
         self.router = router or Router()

@@ -133,7 +133,8 @@ async def monitor_shell(
     printed before this call (use task_status for that), and stops by itself when the task
     ends; stop it earlier with cancel_task(monitor_id). Result: {"monitor_id": "task_5e6f7a8b",
     "task_id": "task_1a2b3c4d", "status": "monitoring", "pattern": "ERROR"}. Cost: instant;
-    each event costs you a turn, so use a pattern for chatty commands.
+    the result is about 100 characters plus the pattern, but each event (up to 200 lines) costs
+    you a turn, so use a pattern for chatty commands.
     """
     compiled: re.Pattern[str] | None = None
     if pattern is not None:

@@ -108,7 +108,8 @@ async def set_timer(
     never once per missed occurrence, or not at all with missed='skip'.
     Returns {"timer_id": "tmr_…", "note": …, "schedule": "once" | "every 1h" | "cron '…' in …",
     "next_fire": "<UTC RFC 3339 time>", "missed": …, "active": true, "fire_count": 0}.
-    Cost: free and instant, no model or network call. Cancel it with cancel_timer.
+    Cost: free and instant, no model or network call; the result is about 250 characters plus
+    the note. Cancel it with cancel_timer.
     """
     service = _service(ctx, "set_timer")
     try:
@@ -145,7 +146,8 @@ async def cancel_timer(
 
     Use it when a reminder or a recurring timer is no longer needed. It cannot cancel a timer of
     another session, undo a fire that already happened, or pause a timer (cancel it and set a new
-    one). Returns {"cancelled": "<timer_id>", "note": …, "schedule": …}. Cost: free and instant.
+    one). Returns {"cancelled": "<timer_id>", "note": …, "schedule": …}. Cost: free and instant;
+    about 100 characters plus the note.
     """
     service = _service(ctx, "cancel_timer")
     try:
@@ -160,10 +162,10 @@ async def list_timers(ctx: ToolContext) -> dict[str, Any]:
     """List your active timers, soonest first.
 
     Use it to check what you have scheduled, or to find a timer_id for cancel_timer. It shows
-    only this session's timers that have not finished; fired one-shot timers are gone.
-    Returns {"count": 2, "timers": [{"timer_id": "tmr_…", "note": …, "schedule": …,
-    "next_fire": "<UTC RFC 3339 time>", "missed": …, "active": true, "fire_count": 3}, …]}.
-    Cost: free and instant.
+    only this session's timers that have not finished; it cannot show fired one-shot timers,
+    which are gone. Returns {"count": 2, "timers": [{"timer_id": "tmr_…", "note": …,
+    "schedule": …, "next_fire": "<UTC RFC 3339 time>", "missed": …, "active": true,
+    "fire_count": 3}, …]}. Cost: free and instant; about 250 characters per timer.
     """
     service = _service(ctx, "list_timers")
     records = service.list_timers(ctx.session)

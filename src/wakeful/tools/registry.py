@@ -15,16 +15,22 @@ from collections.abc import Iterable, Iterator
 from ..errors import ToolError, UserError
 from ..messages import ToolCall
 from ..models.base import ToolDefinition
+from .cache import ResultCache, run_through_cache
 from .spec import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 
 
 class ToolRegistry:
-    """Tools by name, in the order they were added (the order the model sees them)."""
+    """Tools by name, in the order they were added (the order the model sees them).
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    With a `cache`, repeated read-only calls within its TTL are answered from it (see
+    :mod:`wakeful.tools.cache`); without one, every call runs.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), *, cache: ResultCache | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self.cache = cache
         for t in tools:
             self.add(t)
 
@@ -89,6 +95,8 @@ async def execute_call(
         return unknown_tool_result(call.name, registry)
     try:
         arguments = parse_arguments(call)
+        if registry.cache is not None:
+            return await run_through_cache(registry.cache, tool, arguments, ctx)
         return await tool.run(arguments, ctx)
     except ToolError as exc:
         return ToolResult.error(str(exc))

@@ -41,7 +41,8 @@ async def reply_to_user(
 
     Use it for every answer, question or report meant for the user: your plain text is NOT shown
     to them. It cannot send files or reach other people. The text is sent byte for byte, never
-    reformatted. Returns "sent" once the message was handed to the channel (instant, no cost).
+    reformatted. Returns "sent" once the message was handed to the channel.
+    Cost: instant; the result is 4 characters.
     """
     await ctx.services.outbox.send(ctx.session, text, urgency=urgency)
     return "sent"

@@ -94,7 +94,9 @@ async def run_shell(
     exit or a timeout is an error result that says so. Result with background=True:
     {"task_id": "task_1a2b3c4d", "status": "running", "timeout_seconds": 3600, "next": "…"}.
 
-    Cost: inline, as long as the command runs; in the background, a few milliseconds.
+    Cost: inline, as long as the command runs; in the background, a few milliseconds. Inline
+    results are as long as the output, up to 100 lines of at most 2,000 characters each; the
+    background result is about 250 characters.
     """
     workdir = await _working_directory(ctx, cwd)
     if not background:

@@ -70,7 +70,8 @@ async def task_status(
     "state": "running", "percent": 40.0, "runtime_seconds": 12.5, "last_output": ["…"]};
     state is running, completed, failed, cancelled or lost; percent is null when the output never
     showed one; a finished task also has "result", a cancelled one "cancel_reason".
-    Cost: instant.
+    Cost: instant; a few hundred characters, plus the output lines asked for (at most 8 KB
+    each) and, once finished, the task's result.
     """
     return find_task(ctx, task_id).status(lines)
 
@@ -102,7 +103,7 @@ async def cancel_task(
     Result: {"task_id": "task_1a2b3c4d", "status": "cancelled", "cancel_reason": "wrong
     branch"}; a task that had already finished is left as it is: "status": "already_finished"
     with its "state". Cost: usually well under a second; at most 10 seconds, after which the
-    status is "cancelling".
+    status is "cancelling"; the result is under 300 characters.
     """
     handle = find_task(ctx, task_id)
     if handle.done:
@@ -126,17 +127,15 @@ async def cancel_task(
     return {"task_id": handle.id, "status": handle.state, "cancel_reason": handle.cancel_reason}
 
 
-@tool(
-    annotations=ToolAnnotations(read_only=True, idempotent=True), examples=({},)
-)
+@tool(annotations=ToolAnnotations(read_only=True, idempotent=True), examples=({},))
 async def list_tasks(ctx: ToolContext) -> dict[str, Any]:
     """List this session's tasks: background commands, monitors, calls still running.
 
-    Use it to find a task id or to see what is still running. It shows this session's tasks
-    only, and no output (call task_status for that). Result: {"tasks": [{"task_id":
+    Use it to find a task id or to see what is still running. It cannot see other sessions'
+    tasks and does not show output (call task_status for that). Result: {"tasks": [{"task_id":
     "task_1a2b3c4d", "tool": "run_shell", "description": "npm run build", "state": "running",
     "percent": 40.0, "runtime_seconds": 12.5, "background": true}]}, running tasks first, then
-    the most recent first. Cost: instant.
+    the most recent first. Cost: instant; about 200 characters per task.
     """
     return {
         "tasks": [
