@@ -306,3 +306,13 @@ def test_lint_a_server_that_never_answers_times_out() -> None:
     result = cli("lint", "--timeout", "0.5", "--", sys.executable, "-c", script)
     assert result.exit_code == 1
     assert "did not list its tools within 0.5 seconds" in result.output
+
+
+def test_the_main_cli_lints_every_built_in_tool() -> None:
+    from typer.testing import CliRunner
+
+    from wakeful.cli import app
+
+    result = CliRunner().invoke(app, ["tools", "lint"])
+    assert result.exit_code == 0, result.output
+    assert "0 do not" in result.output
