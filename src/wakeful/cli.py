@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from .cli_mcp import mcp_app
 from .cli_tools import tools_app
 from .errors import StoreError, UserError
 
@@ -40,6 +41,7 @@ events_app = typer.Typer(
 app.add_typer(demo_app, name="demo")
 app.add_typer(events_app, name="events")
 app.add_typer(tools_app, name="tools")
+app.add_typer(mcp_app, name="mcp")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -141,6 +143,7 @@ def run(
             model=model,
             store_path=cfg.store.path,
             store_synchronous=cfg.store.synchronous,
+            mcp_servers=cfg.mcp.servers,
             session_config=cfg.agent.session_config(),
             router=router,
             parallel_model=parallel,

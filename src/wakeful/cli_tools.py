@@ -13,6 +13,7 @@ import shlex
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Annotated, Final
 
 import anyio
@@ -76,7 +77,18 @@ async def _lint_core_tools() -> LintReport:
     return LintReport("core tools", [t.name for t in tools], findings)
 
 
-BUILTIN_TOOL_SOURCES: list[BuiltinToolSource] = [BuiltinToolSource("core tools", _lint_core_tools)]
+async def _lint_perception_server() -> LintReport:
+    """The perception server as any MCP client sees it (descriptions with their examples)."""
+    from .servers.perception import perception_server
+
+    with tempfile.TemporaryDirectory() as root:
+        return await lint_mcp_client(Client(perception_server(Path(root))), "perception server")
+
+
+BUILTIN_TOOL_SOURCES: list[BuiltinToolSource] = [
+    BuiltinToolSource("core tools", _lint_core_tools),
+    BuiltinToolSource("perception server", _lint_perception_server),
+]
 """Every built-in tool source. A built-in MCP server adds itself here, e.g.
 ``BuiltinToolSource("files server", lambda: lint_mcp_client(Client(files_server), "files
 server"))``, and from then on the linter and the test suite hold it to the standard."""

@@ -18,6 +18,7 @@ from .agent.router import DEFAULT_STOP_WORDS, Classifier, Router
 from .agent.session import SessionConfig
 from .errors import ConfigError
 from .models.base import Model
+from .tools.mcp_config import MCPServerConfig
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are wakeful, an assistant that works like a good secretary. Events reach you as "
@@ -79,12 +80,17 @@ class StoreConfig(_Section):
     synchronous: Literal["full", "normal"] = "normal"
 
 
+class MCPConfig(_Section):
+    servers: list[MCPServerConfig] = Field(default_factory=list)
+
+
 class WakefulConfig(_Section):
     model: ModelConfig | None = None
     parallel_model: ModelConfig | None = None
     agent: AgentConfig = Field(default_factory=AgentConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    mcp: MCPConfig = Field(default_factory=MCPConfig)
 
 
 def load_config(path: Path) -> WakefulConfig:
@@ -210,6 +216,17 @@ cancel_grace_seconds = 5.0                # time a cancelled tool gets to clean 
 # name = "gpt-4.1-nano"
 # api_key_env = "OPENAI_API_KEY"
 # timeout_seconds = 2.0
+
+# MCP servers whose tools the agent may use (stdio or Streamable HTTP). Each gets only the
+# environment variables named here. Tool names that collide become `server.tool`.
+# [[mcp.servers]]
+# name = "files"
+# command = ["wakeful", "mcp", "serve", "perception", "--root", "."]
+#
+# [[mcp.servers]]
+# name = "remote"
+# url = "http://127.0.0.1:8765/mcp"
+# trusted = false          # third-party annotations are hints only unless trusted
 
 [store]
 path = ".wakeful/wakeful.db"   # SQLite: events, trajectories, tasks, timers (relative to this file)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,6 +26,8 @@ from .events import SYSTEM_ALERT, Event, Source
 from .models.base import Model
 from .services import Outbox, Services
 from .tools.cache import ResultCache
+from .tools.mcp_client import MCPToolset
+from .tools.mcp_config import MCPServerConfig
 from .tools.registry import ToolRegistry
 from .tools.spec import Tool
 from .tools.tasks import TaskManager
@@ -69,6 +72,7 @@ class Runtime:
         progress_interval: float | None = 2.0,
         store_synchronous: Literal["full", "normal"] = "normal",
         result_cache: ResultCache | Literal["default"] | None = "default",
+        mcp_servers: Iterable[MCPServerConfig] = (),
     ) -> None:
         self.model = model
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
@@ -88,12 +92,16 @@ class Runtime:
         # "normal": a commit survives the runtime crashing (kill -9), not the machine losing
         # power; "full" fsyncs every commit and survives both, at a cost in throughput.
         self.store_synchronous = store_synchronous
+        self.mcp_servers = list(mcp_servers)
+        self.mcp: MCPToolset | None = None
+        self._mcp_tool_names: set[str] = set()
         self.sessions: dict[str, AgentSession] = {}
         self.store: Store | None = None
         self.timers: TimerService | None = None
         self._tg: TaskGroup | None = None
         self._services: Services | None = None
         self._entered = False
+        self._stack = AsyncExitStack()
         self._recovering = False
         self._started: set[str] = set()
 
@@ -103,13 +111,27 @@ class Runtime:
         if self._entered:
             raise UserError("This Runtime is already running; create a new one per run.")
         self._entered = True
+        # Everything entered here is left in reverse order by the stack, which hands each
+        # exit the exception of the one before (e.g. the task group's own cancellation).
+        self._stack = AsyncExitStack()
+        await self._stack.__aenter__()
+        try:
+            await self._open()
+        except BaseException as exc:
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+            await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def _open(self) -> None:
         if self.store_path is not None:
             from .store.sqlite import Store
 
             self.store_path.parent.mkdir(parents=True, exist_ok=True)
             self.store = await Store.open(self.store_path, synchronous=self.store_synchronous)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+            self._stack.push_async_callback(self._close_store)
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         store = self.store
         tasks = TaskManager(
             self._tg,
@@ -127,7 +149,37 @@ class Runtime:
             self._services.timers = self.timers
             await self._tg.start(self.timers.run)
         await self._recover()
-        return self
+        if self.mcp_servers:
+            # After recovery, so a server's alerts cannot start sessions before it is done.
+            self.mcp = MCPToolset(
+                self.mcp_servers,
+                emit=self.submit,
+                on_tools_changed=self._sync_mcp_tools,
+                reserved_names=self.registry.names,
+            )
+            await self._stack.enter_async_context(self.mcp)
+            await self._sync_mcp_tools()
+
+    async def _close_store(self) -> None:
+        if self.store is not None:
+            with anyio.CancelScope(shield=True):
+                await self.store.close()
+
+    async def _sync_mcp_tools(self) -> None:
+        """Make the registry offer exactly the tools the MCP servers offer now."""
+        assert self.mcp is not None
+        tools = self.mcp.tools()
+        offered = {t.name for t in tools}
+        for name in self._mcp_tool_names - offered:
+            self.registry.remove(name)
+        for tool in tools:
+            self.registry.add(tool, replace=True)
+        self._mcp_tool_names = offered
+        if self.result_cache is not None:
+            for config in self.mcp_servers:
+                status = self.mcp.server(config.name)
+                if status is not None:
+                    self.result_cache.declare_third_party(status.tools, trusted=config.trusted)
 
     async def __aexit__(
         self,
@@ -137,13 +189,7 @@ class Runtime:
     ) -> bool | None:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        try:
-            await self._tg.__aexit__(exc_type, exc, tb)
-        finally:
-            if self.store is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.store.close()
-        return None
+        return await self._stack.__aexit__(exc_type, exc, tb)
 
     @property
     def services(self) -> Services:

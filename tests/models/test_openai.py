@@ -449,3 +449,36 @@ async def test_the_default_api_without_a_key_is_a_config_error(
         await collect(model)
 
     assert model._client is None
+
+
+async def test_namespaced_tool_names_travel_as_the_wire_allows(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    server.script(
+        Reply(
+            frames=[
+                chunk({"role": "assistant", "content": None}),
+                tool_fragment(0, id="call_w", name="weather__get", args='{"city": "Oslo"}'),
+                chunk({}, finish="tool_calls"),
+                DONE,
+            ]
+        )
+    )
+    tool = ToolDefinition("weather.get", "The weather.", {"type": "object", "properties": {}})
+    earlier = ToolCall(id="call_0", name="weather.get", arguments="{}")
+    request = ModelRequest(
+        messages=[
+            UserMessage(content="weather?"),
+            AssistantMessage(tool_calls=[earlier]),
+            ToolMessage(tool_call_id="call_0", name="weather.get", content="rain"),
+        ],
+        tools=[tool],
+    )
+    parts = await collect(model, request)
+    body = server.requests[0].body
+    assert body["tools"][0]["function"]["name"] == "weather__get"
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == "weather__get"
+    end = parts[-1]
+    assert isinstance(end, TurnEnd)
+    assert [c.name for c in end.message.tool_calls] == ["weather.get"]
+    assert isinstance(parts[0], ToolCallPart) and parts[0].call.name == "weather.get"

@@ -134,6 +134,7 @@ class AgentSession:
         # Tokens of every finished turn of this session (discarded turns report none).
         self.usage = Usage()
         self._tool_definitions: list[ToolDefinition] = registry.definitions()
+        self._tools_version = registry.version
         self._wake = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._interrupt: Decision | None = None
@@ -289,6 +290,9 @@ class AgentSession:
         """Stream one turn. Returns None when it was interrupted (rule 4) or failed."""
         self.phase = "model"
         self.model_requests += 1
+        if self._tools_version != self.registry.version:  # e.g. an MCP server came or went
+            self._tool_definitions = self.registry.definitions()
+            self._tools_version = self.registry.version
         request = ModelRequest(
             messages=list(self.trajectory.messages), tools=self._tool_definitions
         )

@@ -36,6 +36,7 @@ from .base import (
     ToolDefinition,
     TurnEnd,
     Usage,
+    wire_tool_name,
 )
 from .guard import check_model_request_allowed
 from .retry import Backoff, Endpoint, Failure, failure_for_status
@@ -222,7 +223,7 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
                     {
                         "type": "tool_use",
                         "id": call.id,
-                        "name": call.name,
+                        "name": wire_tool_name(call.name),
                         "input": wire_input(call.arguments),
                     }
                     for call in message.tool_calls
@@ -308,7 +309,11 @@ def wire_input(arguments: str) -> dict[str, object]:
 
 
 def wire_tool(tool: ToolDefinition) -> wire.ToolParam:
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+    return {
+        "name": wire_tool_name(tool.name),
+        "description": tool.description,
+        "input_schema": tool.parameters,
+    }
 
 
 @dataclass

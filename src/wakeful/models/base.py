@@ -76,6 +76,12 @@ class TurnEnd:
 StreamPart = TextDelta | ThinkingDelta | ToolCallPart | TurnEnd
 
 
+def wire_tool_name(name: str) -> str:
+    """A tool name as providers accept it (letters, digits, `_`, `-`): namespaced MCP tools'
+    dots (`server.tool`) become `__`. Adapters map names back with the request's tool list."""
+    return name.replace(".", "__")
+
+
 class Model(ABC):
     """A model provider. Implementations are adapters: they translate, they hold no policy."""
 

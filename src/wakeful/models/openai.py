@@ -41,6 +41,7 @@ from .base import (
     ToolDefinition,
     TurnEnd,
     Usage,
+    wire_tool_name,
 )
 from .guard import check_model_request_allowed
 from .retry import Backoff, Endpoint, Failure, failure_for_status
@@ -228,7 +229,7 @@ def wire_messages(messages: Sequence[Message]) -> list[ChatCompletionMessagePara
                                 "id": call.id,
                                 "type": "function",
                                 "function": {
-                                    "name": call.name,
+                                    "name": wire_tool_name(call.name),
                                     "arguments": wire_arguments(call.arguments),
                                 },
                             }
@@ -262,7 +263,7 @@ def wire_tool(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:
     return {
         "type": "function",
         "function": {
-            "name": tool.name,
+            "name": wire_tool_name(tool.name),
             "description": tool.description,
             "parameters": tool.parameters,
         },

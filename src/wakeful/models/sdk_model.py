@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import replace
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
 
-from .base import Model, ModelRequest, StreamPart
+from ..messages import ToolCall
+from .base import Model, ModelRequest, StreamPart, ToolCallPart, TurnEnd, wire_tool_name
 from .retry import Backoff, Failure, stream_with_retries
 
 
@@ -32,12 +35,16 @@ class SDKModel(Model, Generic[ClientT]):
         self._client: ClientT | None = None
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
-        return stream_with_retries(
+        parts = stream_with_retries(
             lambda: self._attempt(request),
             self._translate,
             max_retries=self.max_retries,
             backoff=self.backoff,
         )
+        names = {wire_tool_name(t.name): t.name for t in request.tools}
+        if all(wire == name for wire, name in names.items()):
+            return parts
+        return _restore_tool_names(parts, names)
 
     @abstractmethod
     def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
@@ -72,3 +79,24 @@ class SDKModel(Model, Generic[ClientT]):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+async def _restore_tool_names(
+    parts: AsyncGenerator[StreamPart, None], names: dict[str, str]
+) -> AsyncGenerator[StreamPart, None]:
+    """Give calls back the names the runtime uses (`server.tool`, sent as `server__tool`)."""
+
+    def restore(call: ToolCall) -> ToolCall:
+        name = names.get(call.name, call.name)
+        return call if name == call.name else call.model_copy(update={"name": name})
+
+    async with aclosing(parts) as stream:
+        async for part in stream:
+            if isinstance(part, ToolCallPart):
+                yield ToolCallPart(restore(part.call))
+            elif isinstance(part, TurnEnd) and part.message.tool_calls:
+                calls = [restore(c) for c in part.message.tool_calls]
+                message = part.message.model_copy(update={"tool_calls": calls})
+                yield replace(part, message=message)
+            else:
+                yield part

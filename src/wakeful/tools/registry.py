@@ -31,6 +31,8 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = (), *, cache: ResultCache | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self.cache = cache
+        # Bumped on every change, so sessions know when to refresh the tool list they send.
+        self.version = 0
         for t in tools:
             self.add(t)
 
@@ -41,6 +43,12 @@ class ToolRegistry:
                 "name, or pass replace=True to swap it."
             )
         self._tools[tool.name] = tool
+        self.version += 1
+
+    def remove(self, name: str) -> None:
+        """Take a tool away (no error if there is none of that name)."""
+        if self._tools.pop(name, None) is not None:
+            self.version += 1
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

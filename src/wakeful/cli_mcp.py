@@ -1,0 +1,107 @@
+"""`wakeful mcp …`: run wakeful's MCP servers, over stdio (the default) or Streamable HTTP.
+
+`mcp_app` is a Typer sub-application; the main CLI mounts it as `wakeful mcp`. It also runs on
+its own: `python -m wakeful.cli_mcp serve perception --root .`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import anyio
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from .errors import UserError
+from .servers.bridge import BridgeServer
+from .servers.perception import perception_server
+
+mcp_app = typer.Typer(
+    help="Run wakeful's MCP servers for other agents and editors.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+serve_app = typer.Typer(
+    help="Serve one MCP server over stdio (default) or Streamable HTTP.", no_args_is_help=True
+)
+mcp_app.add_typer(serve_app, name="serve")
+
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def parse_http_address(value: str | None) -> tuple[str, int] | None:
+    """HOST:PORT as (host, port); a typer.BadParameter (exit 2) for anything else."""
+    if value is None:
+        return None
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise typer.BadParameter(
+            f"{value!r} is not HOST:PORT with a port from 1 to 65535; use e.g. 127.0.0.1:8765."
+        )
+    return host, int(port_text)
+
+
+@serve_app.command("perception")
+def serve_perception(
+    root: Annotated[
+        Path,
+        typer.Option("--root", help="The directory the file tools may read; nothing outside."),
+    ] = Path("."),
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Read-only file tools (find_file, grep_file, read_file, list_dir) under --root."""
+    address = parse_http_address(http)
+    if not root.exists():
+        _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
+    if not root.is_dir():
+        _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
+    try:
+        server = perception_server(root)
+    except UserError as exc:
+        _fail(str(exc))
+    # stdout carries the protocol under stdio; logs go to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if address is None:
+        anyio.run(serve_stdio, server)
+    else:
+        anyio.run(serve_http, server, *address)
+
+
+async def serve_stdio(server: BridgeServer) -> None:
+    """Serve one client on this process's stdin and stdout until it disconnects."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(server: BridgeServer, host: str, port: int) -> None:
+    """Serve Streamable HTTP at http://host:port/mcp until interrupted."""
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    _err.print(f"Serving {server.name} at http://{host}:{port}/mcp")
+    await uvicorn.Server(config).serve()
+
+
+def _fail(message: str) -> NoReturn:
+    _err.print(f"[bold red]error:[/bold red] {escape(message)}")
+    raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    mcp_app()

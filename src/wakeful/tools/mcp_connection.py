@@ -1,0 +1,491 @@
+"""The connection to one MCP server, and the task that owns it.
+
+`MCPConnection.run` is that task: it starts the server (or connects to its URL), subscribes to
+changes of its tool list, lists its tools, checks its health, and when the connection is lost
+(the process exited, or it stopped answering) reports it and starts again with exponential
+backoff. A server whose program is missing is reported once and not retried. Calls are sent by
+`MCPConnection.call` from the calling tool's task, since the SDK multiplexes requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import AsyncExitStack, suppress
+from typing import Any, Literal, Protocol, TextIO, cast
+
+import anyio
+import httpx2
+import mcp_types
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp import Client, StdioServerParameters
+from mcp.client.session import IncomingMessage
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from .mcp_config import MCPServerConfig
+from .mcp_results import tool_result_from_mcp
+from .mcp_transport import watched
+from .spec import ToolContext, ToolResult
+
+log = logging.getLogger(__name__)
+
+ServerState = Literal["connecting", "ready", "unavailable", "failed"]
+
+CLIENT_INFO = mcp_types.Implementation(name="wakeful", version="0.1.0")
+_LISTING_PAGES = 100
+_STDERR_TAIL_BYTES = 4000
+
+
+class ConnectionOwner(Protocol):
+    """What a connection tells about itself: alerts for the agent, and changes of its tools."""
+
+    async def alert(self, server: str, text: str, **context: Any) -> None: ...
+
+    async def rebuild(self) -> None: ...
+
+    async def notify_changed(self) -> None: ...
+
+
+class MCPConnection:
+    """One server: the task that owns its connection, its state, and the calls sent to it."""
+
+    def __init__(
+        self,
+        config: MCPServerConfig,
+        owner: ConnectionOwner,
+        server: MCPServer | Server[Any] | None,
+    ) -> None:
+        self.config = config
+        self.owner = owner
+        self.server_object = server
+        self.state: ServerState = "connecting"
+        self.detail = ""
+        self.listing: list[mcp_types.Tool] = []
+        self.restarts = 0
+        self.client: Client | None = None
+        self.settled = anyio.Event()  # set once the first connection attempt has an outcome
+        self._probe_now = anyio.Event()
+        self._relist = anyio.Event()
+        self._stderr: TextIO | None = None
+        self.last_stderr = ""  # what the server process last wrote to stderr before it closed
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # --- the owning task ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, serve, and restart with backoff until cancelled (or the config is wrong)."""
+        cfg = self.config
+        failures = 0
+        while True:
+            problem = await self._preflight()
+            if problem is not None:
+                await self._fail(problem)
+                return
+            started = anyio.current_time()
+            reason, was_ready = await self._connect_and_serve()
+            # A server that stayed up for a while starts its backoff afresh.
+            if was_ready and anyio.current_time() - started >= cfg.restart_max_delay_seconds:
+                failures = 0
+            delay = min(
+                cfg.restart_initial_delay_seconds * 2**failures, cfg.restart_max_delay_seconds
+            )
+            failures += 1
+            await self._lost(reason, was_ready, delay)
+            await anyio.sleep(delay)
+            self.restarts += 1
+
+    async def _preflight(self) -> str | None:
+        """Why the server cannot be started at all (a configuration mistake), or None."""
+        cfg = self.config
+        if cfg.command is None:
+            return None
+        if cfg.cwd is not None and not await anyio.Path(cfg.cwd).is_dir():
+            return (
+                f"its working directory {str(cfg.cwd)!r} does not exist. Fix `cwd` in the "
+                f"configuration of MCP server {self.name!r}"
+            )
+        program = cfg.command[0]
+        if os.sep in program and not os.path.isabs(program) and cfg.cwd is not None:
+            program = os.path.join(cfg.cwd, program)
+        search_path = cfg.env.get("PATH", os.environ.get("PATH", os.defpath))
+        found = await anyio.to_thread.run_sync(shutil.which, program, os.X_OK, search_path)
+        if found is None:
+            return (
+                f"its command {cfg.command[0]!r} was not found or is not executable (searched "
+                f"PATH). Install it, or fix `command` in the configuration of MCP server "
+                f"{self.name!r}"
+            )
+        return None
+
+    async def _connect_and_serve(self) -> tuple[str, bool]:
+        """One connection, from start to loss: returns why it ended and whether it was ready."""
+        cfg = self.config
+        ended = anyio.Event()
+        was_ready = False
+        reason = "its connection ended"
+        # The connect deadline is a scope around the whole connection, lifted once it is ready:
+        # the client's task groups must not be entered inside a shorter-lived scope.
+        connecting = anyio.CancelScope(deadline=anyio.current_time() + cfg.connect_timeout_seconds)
+        try:
+            with connecting:
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        await self._transport(stack, ended),
+                        cache=None,
+                        message_handler=self._on_message,
+                        client_info=CLIENT_INFO,
+                    )
+                    await stack.enter_async_context(client)
+                    reason = await self._serve(client, ended, connecting)
+        except Exception as exc:
+            # The adapter boundary: whatever the server or transport did, it becomes a reason
+            # in an alert and a restart, never the end of the toolset.
+            reason = _describe_failure(exc)
+        finally:
+            was_ready = self.client is not None
+            self.client = None
+        if connecting.cancelled_caught:
+            reason = (
+                f"it did not start and list its tools within {cfg.connect_timeout_seconds:g} s "
+                "(connect_timeout_seconds)"
+            )
+        return reason, was_ready
+
+    async def _transport(self, stack: AsyncExitStack, ended: anyio.Event) -> Any:
+        """The SDK transport for this server, wrapped so that its end is noticed at once."""
+        cfg = self.config
+        if self.server_object is not None:
+            return self.server_object
+        if cfg.command is not None:
+            self._stderr = await anyio.to_thread.run_sync(_stderr_file)
+            stack.callback(self._stderr.close)
+            params = StdioServerParameters(
+                command=cfg.command[0],
+                args=cfg.command[1:],
+                env=cfg.env or None,
+                cwd=cfg.cwd,
+            )
+            return watched(stdio_client(params, errlog=self._stderr), ended)
+        assert cfg.url is not None
+        http = httpx2.AsyncClient(
+            headers=cfg.headers, timeout=httpx2.Timeout(cfg.connect_timeout_seconds, read=300)
+        )
+        await stack.enter_async_context(http)
+        return watched(streamable_http_client(cfg.url, http_client=http), ended)
+
+    async def _serve(
+        self, client: Client, ended: anyio.Event, connecting: anyio.CancelScope
+    ) -> str:
+        """Subscribe to changes, list the tools, then watch the connection until it is lost."""
+        lost: list[str] = []
+        async with anyio.create_task_group() as tg:
+
+            def give_up(reason: str) -> None:
+                if not lost:
+                    lost.append(reason)
+                tg.cancel_scope.cancel()
+
+            async def watch_transport() -> None:
+                await ended.wait()
+                give_up(await self._closed_reason())
+
+            tg.start_soon(watch_transport)
+            # Subscribed before listing, so that no change falls between the two.
+            await tg.start(self._follow_list_changes, client)
+            listing = await _list_tools(client)
+            connecting.deadline = math.inf
+            self.client = client
+            await self._ready(listing)
+            tg.start_soon(self._check_health, client, give_up)
+            tg.start_soon(self._relist_when_asked, client)
+        return lost[0] if lost else "its connection ended"
+
+    async def _check_health(self, client: Client, give_up: Callable[[str], None]) -> None:
+        """Every interval (or at once after a call timed out), ask for the tool list: a server
+        that does not answer in time is hung. The answer also refreshes the tools."""
+        cfg = self.config
+        while True:
+            with anyio.move_on_after(cfg.health_check_interval_seconds):
+                await self._probe_now.wait()
+            self._probe_now = anyio.Event()
+            try:
+                with anyio.fail_after(cfg.health_check_timeout_seconds):
+                    listing = await _list_tools(client)
+            except TimeoutError:
+                give_up(
+                    f"it stopped answering: a health check (tools/list) got no answer within "
+                    f"{cfg.health_check_timeout_seconds:g} s"
+                )
+                return
+            except MCPError as exc:
+                if exc.code == CONNECTION_CLOSED:
+                    give_up(await self._closed_reason())
+                    return
+                log.warning("MCP server %r answered a health check with %s", self.name, exc)
+                continue
+            await self._apply_listing(listing)
+
+    async def _follow_list_changes(
+        self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """On a 2026-era connection, subscribe to tool-list changes; an older server sends them
+        as notifications to `_on_message`, and health checks catch servers that send neither.
+        Started once the subscription is acknowledged (or found unsupported)."""
+        capability = client.server_capabilities.tools
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if capability is None or not capability.list_changed or not modern:
+            task_status.started()
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                async for _event in subscription:
+                    self._relist.set()
+        except (SubscriptionLost, ListenNotSupportedError, MCPError, TimeoutError) as exc:
+            log.info("MCP server %r: no tool-list subscription (%s)", self.name, exc)
+            with suppress(RuntimeError):  # started already, when the stream broke later
+                task_status.started()
+
+    async def _relist_when_asked(self, client: Client) -> None:
+        while True:
+            await self._relist.wait()
+            self._relist = anyio.Event()
+            try:
+                with anyio.fail_after(self.config.health_check_timeout_seconds):
+                    listing = await _list_tools(client)
+            except (TimeoutError, MCPError):
+                self._probe_now.set()  # let the health check decide what that means
+                continue
+            await self._apply_listing(listing)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._relist.set()
+        elif isinstance(message, Exception):
+            log.debug("MCP server %r transport reported %r", self.name, message)
+
+    async def _closed_reason(self) -> str:
+        # The server's own output stays out of the alert's text (it is third-party text the
+        # model would read); it goes to the log and the alert's context for the operator.
+        self.last_stderr = await self._stderr_tail()
+        if self.last_stderr:
+            log.warning(
+                "MCP server %r closed its connection; its last output: %s",
+                self.name,
+                self.last_stderr,
+            )
+        return "its connection closed (the process exited or crashed)"
+
+    async def _stderr_tail(self) -> str:
+        """The last lines the server process wrote to stderr, if it is a process."""
+        file = self._stderr
+        if file is None or file.closed:
+            return ""
+        data = await anyio.to_thread.run_sync(_read_tail, file.fileno())
+        lines = [line.strip()[:300] for line in data.splitlines() if line.strip()]
+        return " | ".join(lines[-5:])
+
+    # --- state changes ------------------------------------------------------------------------
+
+    async def _ready(self, listing: list[mcp_types.Tool]) -> None:
+        previous = self.state
+        self.state, self.detail, self.listing = "ready", "", listing
+        self.settled.set()
+        await self.owner.rebuild()
+        if previous == "unavailable":
+            names = ", ".join(t.name for t in listing) or "none"
+            await self.owner.alert(
+                self.name,
+                f"MCP server {self.name!r} is available again after a restart (restart "
+                f"{self.restarts}); its tools can be called again: {names}.",
+                state="ready",
+                restarts=self.restarts,
+            )
+
+    async def _lost(self, reason: str, was_ready: bool, delay: float) -> None:
+        previous = self.state
+        self.state, self.detail = "unavailable", reason
+        self.settled.set()
+        await self.owner.notify_changed()
+        retry = f"It will be restarted in {delay:g} s" if delay else "It is being restarted"
+        if was_ready or previous == "connecting":
+            what = "stopped working" if was_ready else "could not be started"
+            names = ", ".join(t.name for t in self.listing)
+            tools = f" Its tools ({names}) are unavailable until then." if names else ""
+            await self.owner.alert(
+                self.name,
+                f"MCP server {self.name!r} {what}: {reason}. {retry}; you will be told when it "
+                f"is back.{tools}",
+                state="unavailable",
+                reason=reason,
+                stderr_tail=self.last_stderr,
+            )
+        else:
+            log.info("MCP server %r restart %d failed: %s", self.name, self.restarts, reason)
+
+    async def _fail(self, problem: str) -> None:
+        self.state, self.detail = "failed", problem
+        self.settled.set()
+        await self.owner.notify_changed()
+        await self.owner.alert(
+            self.name,
+            f"MCP server {self.name!r} cannot be started: {problem}. Its tools stay unavailable "
+            "until the configuration is fixed and the runtime restarted.",
+            state="failed",
+            reason=problem,
+        )
+
+    async def _apply_listing(self, listing: list[mcp_types.Tool]) -> None:
+        if [t.model_dump() for t in listing] != [t.model_dump() for t in self.listing]:
+            self.listing = listing
+            await self.owner.rebuild()
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def unavailable_message(self, tool: str) -> str:
+        if self.state == "failed":
+            return (
+                f"The tool {tool} is unavailable: MCP server {self.name!r} cannot be started "
+                f"({self.detail}). Use another approach; the operator has to fix its configuration."
+            )
+        why = f" ({self.detail})" if self.detail else ""
+        return (
+            f"The tool {tool} is unavailable right now: MCP server {self.name!r} is "
+            f"{'starting' if self.state == 'connecting' else 'down'}{why}. It is being "
+            "restarted and a system.alert will say when it is back; wait for that, or use "
+            "another approach."
+        )
+
+    async def call(
+        self, remote_name: str, tool: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        """Send one tools/call from the calling task, with a deadline that progress extends."""
+        client = self.client
+        if client is None or self.state != "ready":
+            return ToolResult.error(self.unavailable_message(tool))
+        cfg = self.config
+        started = anyio.current_time()
+        hard_deadline = started + cfg.max_call_seconds
+        scope = anyio.CancelScope(deadline=min(started + cfg.call_timeout_seconds, hard_deadline))
+        send, receive = anyio.create_memory_object_stream[tuple[float | None, str]](math.inf)
+        done = False
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if done:
+                return
+            scope.deadline = min(anyio.current_time() + cfg.call_timeout_seconds, hard_deadline)
+            percent = progress / total * 100 if total else None
+            text = message or (f"{progress:g} of {total:g}" if total else f"{progress:g}")
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                send.send_nowait((percent, text))
+
+        result: mcp_types.CallToolResult | None = None
+        failure: ToolResult | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_forward_progress, receive, ctx)
+            with send, scope:
+                try:
+                    result = await client.call_tool(
+                        remote_name, arguments, progress_callback=on_progress
+                    )
+                except MCPError as exc:
+                    self._probe_now.set()  # is the server still there? The health check says.
+                    failure = self._call_failed(tool, exc)
+                except ValidationError as exc:
+                    failure = ToolResult.error(
+                        f"MCP server {self.name!r} answered the call to {tool} with a result that "
+                        f"does not follow the protocol: {exc.error_count()} problem(s), first: "
+                        f"{exc.errors()[0]['msg']}. Try again, or use another approach."
+                    )
+                finally:
+                    done = True  # progress arriving late must not touch the finished call
+        if scope.cancelled_caught:
+            self._probe_now.set()  # a server that ignores one call may have stopped answering
+            elapsed = anyio.current_time() - started
+            if anyio.current_time() >= hard_deadline:
+                return ToolResult.error(
+                    f"The call to {tool} was stopped after {elapsed:.0f} s, the most MCP server "
+                    f"{self.name!r} may take for one call (max_call_seconds = "
+                    f"{cfg.max_call_seconds:g}), although it was still reporting progress. The "
+                    "server was told to cancel it. Split the work into smaller calls."
+                )
+            return ToolResult.error(
+                f"The call to {tool} timed out: MCP server {self.name!r} sent neither a result "
+                f"nor progress for {cfg.call_timeout_seconds:g} s (call_timeout_seconds). The "
+                "server was told to cancel it. Try a smaller request, or another approach."
+            )
+        if failure is not None:
+            return failure
+        assert result is not None
+        return tool_result_from_mcp(result)
+
+    def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
+        if exc.code == CONNECTION_CLOSED:
+            return ToolResult.error(
+                f"MCP server {self.name!r} closed the connection during the call to {tool}: it "
+                "crashed or was stopped, and the call may or may not have taken effect. It is "
+                "being restarted; a system.alert will say when it is back."
+            )
+        return ToolResult.error(
+            f"MCP server {self.name!r} rejected the call to {tool} with error {exc.code}: "
+            f"{exc.message}. Check the arguments against the tool's schema and call again."
+        )
+
+
+async def _list_tools(client: Client) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(_LISTING_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+async def _forward_progress(
+    receive: MemoryObjectReceiveStream[tuple[float | None, str]], ctx: ToolContext
+) -> None:
+    """Report a call's progress from the calling task, in the order it arrived."""
+    with receive:
+        async for percent, message in receive:
+            await ctx.progress(percent, message)
+
+
+def _stderr_file() -> TextIO:
+    return cast(TextIO, tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+
+
+def _read_tail(fd: int) -> str:
+    size = os.fstat(fd).st_size
+    offset = max(0, size - _STDERR_TAIL_BYTES)
+    return os.pread(fd, size - offset, offset).decode("utf-8", errors="replace")
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """A sentence for the first real error inside `exc` (task groups wrap them in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        if exc.code == CONNECTION_CLOSED:
+            return "its connection closed before it was ready (the process exited or crashed)"
+        return f"it answered with error {exc.code}: {exc.message}"
+    text = str(exc) or "no details"
+    return f"{type(exc).__name__}: {text}"
