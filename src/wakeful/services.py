@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .events import Event
 from .tools.tasks import TaskManager
@@ -54,3 +54,14 @@ class Services:
     store: Store | None = None
     # Where shell commands run unless a call names another directory.
     workdir: Path | None = None
+    # Settings of tool families by their class (e.g. the web tools' base URLs); see `settings`.
+    settings: dict[type[Any], Any] = field(default_factory=dict)
+
+
+S = TypeVar("S")
+
+
+def settings_of(services: Services, kind: type[S]) -> S:
+    """The settings of one kind the runtime or server was given, or that kind's defaults."""
+    found = services.settings.get(kind)
+    return found if isinstance(found, kind) else kind()

@@ -46,11 +46,13 @@ def build_server(
     instructions: str | None = None,
     workdir: Path | None = None,
     version: str = "",
+    settings: Sequence[object] = (),
 ) -> BridgeServer:
     """An MCP server that lists `tools` and runs their calls through wakeful's validation.
 
     `workdir` becomes `Services.workdir` for the tools' context: the directory file and shell
-    tools work in. Raises UserError if two tools share a name.
+    tools work in; `settings` become `Services.settings` (by class). Raises UserError if two
+    tools share a name.
     """
     try:
         registry = ToolRegistry(tools)
@@ -85,7 +87,12 @@ def build_server(
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
         async with anyio.create_task_group() as tg:
             tasks = TaskManager(tg, _drop_event)
-            yield Services(tasks=tasks, emit=_drop_event, workdir=workdir)
+            yield Services(
+                tasks=tasks,
+                emit=_drop_event,
+                workdir=workdir,
+                settings={type(value): value for value in settings},
+            )
             tasks.cancel_all("the MCP connection closed")
 
     return Server(
