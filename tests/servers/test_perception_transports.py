@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import httpx
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from perception_tree import make_tree, text_of
@@ -88,9 +88,9 @@ def _wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
             assert process.stderr is not None
             raise AssertionError(f"the server exited: {process.stderr.read().decode()}")
         try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=0.2)
+            httpx2.get(f"http://127.0.0.1:{port}/", timeout=0.2)
             return
-        except httpx.TransportError:
+        except httpx2.TransportError:
             time.sleep(0.05)
     raise AssertionError("the server did not start listening within 10 s")
 
