@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from perception_tree import AWKWARD, make_tree, text_of
 
-from wakeful.servers.perception import FILE_TOOLS, perception_server
+from wakeful.servers.perception import FILE_TOOLS, PERCEPTION_TOOLS, perception_server
 
 
 @pytest.fixture
@@ -47,9 +47,10 @@ def numbered_lines(text: str) -> list[tuple[int, str]]:
 
 
 @pytest.mark.anyio
-async def test_the_server_lists_the_four_tools_with_examples(client: Client) -> None:
+async def test_the_server_lists_every_perception_tool_with_examples(client: Client) -> None:
     listed = (await client.list_tools()).tools
-    assert [t.name for t in listed] == [t.name for t in FILE_TOOLS]
+    assert [t.name for t in listed] == [t.name for t in PERCEPTION_TOOLS]
+    assert [t.name for t in listed][:4] == [t.name for t in FILE_TOOLS]
     for t in listed:
         assert t.description is not None and "\n\nExamples:\n" in t.description
         assert t.annotations is not None and t.annotations.read_only_hint is True
