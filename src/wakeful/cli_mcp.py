@@ -18,7 +18,6 @@ from rich.markup import escape
 
 from .errors import UserError
 from .servers.bridge import BridgeServer
-from .servers.perception import perception_server
 
 mcp_app = typer.Typer(
     help="Run wakeful's MCP servers for other agents and editors.",
@@ -62,13 +61,16 @@ def serve_perception(
         ),
     ] = None,
 ) -> None:
-    """Read-only file tools (find_file, grep_file, read_file, list_dir) under --root."""
+    """The perception tools: files under --root, documents, web, public data, calendars."""
     address = parse_http_address(http)
     if not root.exists():
         _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
     if not root.is_dir():
         _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
     try:
+        # Imported here: the perception tools load heavy libraries the rest of the CLI never needs.
+        from .servers.perception import perception_server
+
         server = perception_server(root)
     except UserError as exc:
         _fail(str(exc))

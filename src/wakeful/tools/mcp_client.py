@@ -259,7 +259,7 @@ def _make_tool(connection: MCPConnection, remote: mcp_types.Tool, name: str) -> 
 
     # `ctx` positional-only: a remote tool may well have a parameter named "ctx".
     async def call_remote(ctx: ToolContext, /, **arguments: Any) -> ToolResult:
-        if remote_name not in {t.name for t in connection.listing}:
+        if remote_name not in connection.offered:
             return ToolResult.error(
                 f"The tool {name} is no longer offered by MCP server {connection.name!r}. "
                 "Use one of the tools it lists now."

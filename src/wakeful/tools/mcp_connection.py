@@ -21,8 +21,8 @@ from typing import Any, Literal, Protocol, TextIO, cast
 import anyio
 import httpx2
 import mcp_types
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, StdioServerParameters
 from mcp.client.session import IncomingMessage
 from mcp.client.stdio import stdio_client
@@ -73,7 +73,8 @@ class MCPConnection:
         self.server_object = server
         self.state: ServerState = "connecting"
         self.detail = ""
-        self.listing: list[mcp_types.Tool] = []
+        self._listing: list[mcp_types.Tool] = []
+        self.offered: frozenset[str] = frozenset()  # the names in `listing`, checked per call
         self.restarts = 0
         self.client: Client | None = None
         self.settled = anyio.Event()  # set once the first connection attempt has an outcome
@@ -85,6 +86,16 @@ class MCPConnection:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def listing(self) -> list[mcp_types.Tool]:
+        """The tools the server last listed."""
+        return self._listing
+
+    @listing.setter
+    def listing(self, tools: list[mcp_types.Tool]) -> None:
+        self._listing = tools
+        self.offered = frozenset(t.name for t in tools)
 
     # --- the owning task ----------------------------------------------------------------------
 
@@ -383,38 +394,17 @@ class MCPConnection:
         started = anyio.current_time()
         hard_deadline = started + cfg.max_call_seconds
         scope = anyio.CancelScope(deadline=min(started + cfg.call_timeout_seconds, hard_deadline))
-        send, receive = anyio.create_memory_object_stream[tuple[float | None, str]](math.inf)
-        done = False
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            if done:
-                return
-            scope.deadline = min(anyio.current_time() + cfg.call_timeout_seconds, hard_deadline)
-            percent = progress / total * 100 if total else None
-            text = message or (f"{progress:g} of {total:g}" if total else f"{progress:g}")
-            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                send.send_nowait((percent, text))
-
-        result: mcp_types.CallToolResult | None = None
-        failure: ToolResult | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_forward_progress, receive, ctx)
-            with send, scope:
-                try:
-                    result = await client.call_tool(
-                        remote_name, arguments, progress_callback=on_progress
-                    )
-                except MCPError as exc:
-                    self._probe_now.set()  # is the server still there? The health check says.
-                    failure = self._call_failed(tool, exc)
-                except ValidationError as exc:
-                    failure = ToolResult.error(
-                        f"MCP server {self.name!r} answered the call to {tool} with a result that "
-                        f"does not follow the protocol: {exc.error_count()} problem(s), first: "
-                        f"{exc.errors()[0]['msg']}. Try again, or use another approach."
-                    )
-                finally:
-                    done = True  # progress arriving late must not touch the finished call
+        progress = _CallProgress(scope, cfg.call_timeout_seconds, hard_deadline, ctx)
+        if ctx.task is None:
+            # `ToolContext.progress` reports nowhere without a task, so progress only extends
+            # the deadline: no forwarding task, and no task group whose exit costs a checkpoint.
+            with scope:
+                outcome = await self._send(client, remote_name, tool, arguments, progress)
+        else:
+            async with anyio.create_task_group() as tg:
+                progress.task_group = tg
+                with scope:
+                    outcome = await self._send(client, remote_name, tool, arguments, progress)
         if scope.cancelled_caught:
             self._probe_now.set()  # a server that ignores one call may have stopped answering
             elapsed = anyio.current_time() - started
@@ -430,10 +420,32 @@ class MCPConnection:
                 f"nor progress for {cfg.call_timeout_seconds:g} s (call_timeout_seconds). The "
                 "server was told to cancel it. Try a smaller request, or another approach."
             )
-        if failure is not None:
-            return failure
-        assert result is not None
-        return tool_result_from_mcp(result)
+        if isinstance(outcome, ToolResult):
+            return outcome
+        return tool_result_from_mcp(outcome)
+
+    async def _send(
+        self,
+        client: Client,
+        remote_name: str,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: _CallProgress,
+    ) -> mcp_types.CallToolResult | ToolResult:
+        """The server's result, or the error to return for a call that failed."""
+        try:
+            return await client.call_tool(remote_name, arguments, progress_callback=progress)
+        except MCPError as exc:
+            self._probe_now.set()  # is the server still there? The health check says.
+            return self._call_failed(tool, exc)
+        except ValidationError as exc:
+            return ToolResult.error(
+                f"MCP server {self.name!r} answered the call to {tool} with a result that "
+                f"does not follow the protocol: {exc.error_count()} problem(s), first: "
+                f"{exc.errors()[0]['msg']}. Try again, or use another approach."
+            )
+        finally:
+            progress.finish()
 
     def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
         if exc.code == CONNECTION_CLOSED:
@@ -458,6 +470,49 @@ async def _list_tools(client: Client) -> list[mcp_types.Tool]:
         if cursor is None:
             break
     return tools
+
+
+class _CallProgress:
+    """The progress callback of one call: each report extends the call's deadline (up to its
+    hard deadline) and, when `task_group` is set, is passed on to the tool's context.
+
+    The reports reach `ctx` from a task of their own, so that a slow consumer never holds up
+    the SDK task that delivers them, and in the order they arrived. Most calls report none: the
+    task and its stream are only started by the first report.
+    """
+
+    def __init__(
+        self, scope: anyio.CancelScope, timeout: float, hard_deadline: float, ctx: ToolContext
+    ) -> None:
+        self.scope = scope
+        self.timeout = timeout
+        self.hard_deadline = hard_deadline
+        self.ctx = ctx
+        self.task_group: TaskGroup | None = None
+        self._relay: MemoryObjectSendStream[tuple[float | None, str]] | None = None
+        self._done = False
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        if self._done:
+            return  # progress arriving late must not touch the finished call
+        self.scope.deadline = min(anyio.current_time() + self.timeout, self.hard_deadline)
+        if self.task_group is None:
+            return
+        if self._relay is None:
+            self._relay, receive = anyio.create_memory_object_stream[tuple[float | None, str]](
+                math.inf
+            )
+            self.task_group.start_soon(_forward_progress, receive, self.ctx)
+        percent = progress / total * 100 if total else None
+        text = message or (f"{progress:g} of {total:g}" if total else f"{progress:g}")
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._relay.send_nowait((percent, text))
+
+    def finish(self) -> None:
+        """The call has ended: ignore later reports; the relay reports what it holds, then ends."""
+        self._done = True
+        if self._relay is not None:
+            self._relay.close()
 
 
 async def _forward_progress(
