@@ -47,6 +47,8 @@ class ModelConfig(_Section):
     timeout_seconds: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
     max_tokens: int = Field(default=4096, gt=0)
+    # Send images from tool results to the model; false for text-only models.
+    vision: bool = True
 
 
 class ClassifierConfig(ModelConfig):
@@ -142,6 +144,7 @@ def build_model(config: ModelConfig) -> Model:
             max_tokens=config.max_tokens,
             timeout=config.timeout_seconds,
             max_retries=config.max_retries,
+            vision=config.vision,
         )
     from .models.openai import OpenAIChatModel
 
@@ -151,6 +154,7 @@ def build_model(config: ModelConfig) -> Model:
         api_key=api_key or ("not-needed" if config.base_url else None),
         timeout=config.timeout_seconds,
         max_retries=config.max_retries,
+        vision=config.vision,
     )
 
 
@@ -190,6 +194,7 @@ DEFAULT_CONFIG_TOML = """\
 # timeout_seconds = 60
 # max_retries = 4        # on 429 / 5xx / timeouts, with backoff, honouring Retry-After
 # max_tokens = 4096      # Anthropic only
+# vision = true          # send images from tool results; false for text-only models
 
 # An optional second model for side queries answered in parallel (defaults to [model]).
 # [parallel_model]

@@ -8,11 +8,21 @@ before anything else is appended.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 
 def new_call_id() -> str:
@@ -65,6 +75,46 @@ class AssistantMessage(BaseModel):
 ToolStatus = Literal["ok", "error", "placeholder", "cancelled", "lost"]
 
 
+class Attachment(BaseModel):
+    """Binary content a tool returned beside its text, e.g. a screenshot, base64-encoded.
+
+    The tool message's text already describes it (`[image: image/png, 12 KB]`), so a model that
+    cannot see images still knows it is there; adapters of models that can send it as an image.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["image"] = "image"
+    mime_type: str
+    data: str
+
+
+def image_attachments(structured: object) -> list[Attachment]:
+    """The images of a tool result's `structured["images"]` (`[{"mime_type", "data"}]`).
+
+    Malformed entries (not an `image/*` type, empty or invalid base64) are skipped: the text of
+    the result describes every image anyway, and a provider would reject the whole request.
+    """
+    images = structured.get("images") if isinstance(structured, Mapping) else None
+    if not isinstance(images, list):
+        return []
+    attachments: list[Attachment] = []
+    for entry in images:
+        if not isinstance(entry, Mapping):
+            continue
+        mime_type, data = entry.get("mime_type"), entry.get("data")
+        if not isinstance(mime_type, str) or not mime_type.startswith("image/"):
+            continue
+        if not isinstance(data, str) or not data:
+            continue
+        try:
+            base64.b64decode(data, validate=True)
+        except binascii.Error:
+            continue
+        attachments.append(Attachment(mime_type=mime_type, data=data))
+    return attachments
+
+
 class ToolMessage(BaseModel):
     """The one result paired with a tool call.
 
@@ -77,10 +127,21 @@ class ToolMessage(BaseModel):
     name: str
     content: str
     status: ToolStatus = "ok"
+    # Images the tool returned; `content` describes them for models that cannot see.
+    attachments: list[Attachment] = Field(default_factory=list)
 
     @property
     def is_error(self) -> bool:
         return self.status in ("error", "cancelled", "lost")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_attachments(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Results without attachments serialize as they did before the field existed, so stored
+        # trajectories and their JSON stay byte-for-byte the same.
+        data: dict[str, Any] = handler(self)
+        if not self.attachments:
+            data.pop("attachments", None)
+        return data
 
 
 Message = Annotated[
@@ -108,7 +169,14 @@ def to_openai_shape(message: Message) -> dict[str, Any]:
             ]
         return out
     if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        shape: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": message.content,
+        }
+        if message.attachments:
+            shape["attachments"] = [a.model_dump() for a in message.attachments]
+        return shape
     return {"role": message.role, "content": message.content}
 
 

@@ -35,6 +35,7 @@ from ..messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    image_attachments,
 )
 from ..models.base import Model, ModelRequest, StreamPart, ToolDefinition, TurnEnd, Usage
 from ..services import Services
@@ -481,6 +482,7 @@ class AgentSession:
             name=call.name,
             content=result.content,
             status="error" if result.is_error else "ok",
+            attachments=image_attachments(result.structured),
         )
 
     # --- parallel side sessions ----------------------------------------------------------------

@@ -26,7 +26,15 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from ..messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ..messages import (
+    AssistantMessage,
+    Attachment,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from .base import (
     ModelRequest,
     StreamPart,
@@ -69,6 +77,16 @@ _STOP_REASONS = {
     "max_tokens": "length",
 }
 
+# The image types the Messages API takes; other images reach the model only as their description.
+ImageMediaType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+_IMAGE_MEDIA_TYPES: dict[str, ImageMediaType] = {
+    "image/jpeg": "image/jpeg",
+    "image/jpg": "image/jpeg",
+    "image/png": "image/png",
+    "image/gif": "image/gif",
+    "image/webp": "image/webp",
+}
+
 ReplayBlock = wire.ThinkingBlockParam | wire.RedactedThinkingBlockParam
 UserBlock = wire.TextBlockParam | wire.ToolResultBlockParam
 AssistantBlock = wire.TextBlockParam | wire.ToolUseBlockParam | ReplayBlock
@@ -90,6 +108,8 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
     applies when a request sets none. `thinking` is passed through, e.g. `{"type": "adaptive"}`
     or `{"type": "enabled", "budget_tokens": 2048}`. With `prompt_caching` the request asks the
     API to cache the prompt up to its last block, which makes each turn of a long session cheap.
+    With `vision` (the default) images that tools return go into their `tool_result` blocks;
+    with `vision=False` the model reads only their description in the result's text.
 
     The API requires the signed thinking blocks of a tool-use turn to be sent back with it.
     They travel in the message's `provider_data`, which the store keeps, so a session resumed
@@ -111,11 +131,13 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
         backoff: Backoff | None = None,
         thinking: wire.ThinkingConfigParam | None = None,
         prompt_caching: bool = True,
+        vision: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(max_retries=max_retries, backoff=backoff)
         self.model = model
         self.name = name or model
+        self.vision = vision
         explicit_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
         self.base_url = explicit_url or ANTHROPIC_BASE_URL
         self.max_tokens = max_tokens
@@ -210,7 +232,17 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
                     "tool_use_id": message.tool_call_id,
                     "is_error": message.is_error,
                 }
-                if message.content:
+                images = [
+                    block
+                    for block in map(image_block, message.attachments if self.vision else ())
+                    if block is not None
+                ]
+                if images:
+                    text: list[wire.TextBlockParam] = (
+                        [{"type": "text", "text": message.content}] if message.content else []
+                    )
+                    result["content"] = [*text, *images]
+                elif message.content:
                     result["content"] = message.content
                 add("user", [result])
             elif isinstance(message, AssistantMessage):
@@ -306,6 +338,17 @@ def wire_input(arguments: str) -> dict[str, object]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
+
+
+def image_block(image: Attachment) -> wire.ImageBlockParam | None:
+    """An image attachment as a content block, or None for a type the API does not take."""
+    media_type = _IMAGE_MEDIA_TYPES.get(image.mime_type.lower())
+    if media_type is None:
+        return None
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media_type, "data": image.data},
+    }
 
 
 def wire_tool(tool: ToolDefinition) -> wire.ToolParam:

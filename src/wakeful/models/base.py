@@ -86,6 +86,9 @@ class Model(ABC):
     """A model provider. Implementations are adapters: they translate, they hold no policy."""
 
     name: str = "model"
+    # Whether the adapter sends the images of tool results (`ToolMessage.attachments`) to the
+    # model; when False the model reads only their description in the result's text.
+    vision: bool = False
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:

@@ -19,6 +19,7 @@ import openai
 from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletionChunk,
+    ChatCompletionContentPartParam,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
 )
@@ -53,6 +54,10 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Local servers (vLLM, Ollama, llama.cpp, LM Studio) ignore the key, but the SDK insists on one.
 _KEY_FOR_KEYLESS_SERVERS = "not-needed"
 
+# The image types OpenAI takes in `image_url` parts. Others reach the model only as their
+# description: one it rejects would fail every later request of the session.
+_IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png", "image/gif", "image/webp"})
+
 
 class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible Chat Completions endpoint.
@@ -63,7 +68,9 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     `max_tokens` applies when a request sets none; it is sent as `max_completion_tokens` to
     OpenAI and as `max_tokens` elsewhere, unless `max_tokens_field` says otherwise.
     `extra_body` is merged into every request, for server options such as vLLM's
-    `chat_template_kwargs` or `reasoning_effort`.
+    `chat_template_kwargs` or `reasoning_effort`. With `vision` (the default) images that tools
+    return are sent to the model; pass `vision=False` for a text-only model, which then reads
+    only their description in the tool result.
 
     The SDK client is created on the first request and reused; close it with `aclose()` or by
     using the model as an async context manager. Use one instance within one event loop.
@@ -81,11 +88,13 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
         max_tokens: int | None = None,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         extra_body: Mapping[str, object] | None = None,
+        vision: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(max_retries=max_retries, backoff=backoff)
         self.model = model
         self.name = name or model
+        self.vision = vision
         explicit_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.base_url = explicit_url or OPENAI_BASE_URL
         self.timeout = timeout
@@ -126,7 +135,7 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
         max_tokens = request.max_tokens or self.max_tokens
         chunks = await client.chat.completions.create(
             model=self.model,
-            messages=wire_messages(request.messages),
+            messages=wire_messages(request.messages, vision=self.vision),
             tools=[wire_tool(tool) for tool in request.tools] if request.tools else openai.omit,
             max_tokens=max_tokens
             if max_tokens is not None and self.max_tokens_field == "max_tokens"
@@ -210,10 +219,20 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
         return None
 
 
-def wire_messages(messages: Sequence[Message]) -> list[ChatCompletionMessageParam]:
-    """Our messages in the Chat Completions shape. Thinking is not sent back."""
+def wire_messages(
+    messages: Sequence[Message], *, vision: bool = True
+) -> list[ChatCompletionMessageParam]:
+    """Our messages in the Chat Completions shape. Thinking is not sent back.
+
+    Tool messages carry only text in this format, so with `vision` the images of a run of tool
+    results follow it in one user message, each introduced by the call it came from.
+    """
     wire: list[ChatCompletionMessageParam] = []
+    with_images: list[ToolMessage] = []
     for message in messages:
+        if not isinstance(message, ToolMessage) and with_images:
+            wire.append(tool_images_message(with_images))
+            with_images = []
         if isinstance(message, SystemMessage):
             wire.append({"role": "system", "content": message.content})
         elif isinstance(message, UserMessage):
@@ -243,7 +262,34 @@ def wire_messages(messages: Sequence[Message]) -> list[ChatCompletionMessagePara
             wire.append(
                 {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
             )
+            images = [a for a in message.attachments if a.mime_type.lower() in _IMAGE_MEDIA_TYPES]
+            if vision and images:
+                with_images.append(message.model_copy(update={"attachments": images}))
+    if with_images:
+        wire.append(tool_images_message(with_images))
     return wire
+
+
+def tool_images_message(results: Sequence[ToolMessage]) -> ChatCompletionMessageParam:
+    """One user message with the images of `results`, each group introduced by its call."""
+    parts: list[ChatCompletionContentPartParam] = []
+    for result in results:
+        count = len(result.attachments)
+        noun = "image" if count == 1 else f"{count} images"
+        parts.append(
+            {
+                "type": "text",
+                "text": f"The {noun} returned by tool call {result.tool_call_id} ({result.name}):",
+            }
+        )
+        parts.extend(
+            {
+                "type": "image_url",
+                "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"},
+            }
+            for image in result.attachments
+        )
+    return {"role": "user", "content": parts}
 
 
 def wire_arguments(arguments: str) -> str:
