@@ -144,7 +144,7 @@ def run(
             store_path=cfg.store.path,
             store_synchronous=cfg.store.synchronous,
             mcp_servers=cfg.mcp.servers,
-            session_config=cfg.agent.session_config(),
+            session_config=cfg.session_config(),
             router=router,
             parallel_model=parallel,
             observer=ConsoleObserver(out, verbose=not quiet),

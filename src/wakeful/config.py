@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +20,7 @@ from .agent.session import SessionConfig
 from .errors import ConfigError
 from .models.base import Model
 from .tools.mcp_config import MCPServerConfig
+from .tools.shaping import ModelCompressor
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are wakeful, an assistant that works like a good secretary. Events reach you as "
@@ -53,6 +55,15 @@ class ModelConfig(_Section):
 
 class ClassifierConfig(ModelConfig):
     timeout_seconds: float = Field(default=2.0, gt=0)
+
+
+class CompressionConfig(ModelConfig):
+    """A small model that compresses long tool results for the task at hand."""
+
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    # Results longer than this are compressed (or, if compression fails, cut visibly).
+    over_chars: int = Field(default=10_000, ge=1_000)
+    max_output_chars: int = Field(default=4_000, ge=100)
 
 
 class AgentConfig(_Section):
@@ -93,6 +104,18 @@ class WakefulConfig(_Section):
     router: RouterConfig = Field(default_factory=RouterConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     mcp: MCPConfig = Field(default_factory=MCPConfig)
+    compression: CompressionConfig | None = None
+
+    def session_config(self) -> SessionConfig:
+        """The agent settings, with the compressor of `[compression]` when there is one."""
+        agent = self.agent.session_config()
+        if self.compression is None:
+            return agent
+        return replace(
+            agent,
+            compressor=build_compressor(self.compression),
+            compress_over_chars=self.compression.over_chars,
+        )
 
 
 def load_config(path: Path) -> WakefulConfig:
@@ -167,6 +190,14 @@ def build_router(config: RouterConfig) -> Router:
     return Router(classifier=classifier, stop_words=frozenset(config.stop_words))
 
 
+def build_compressor(config: CompressionConfig) -> ModelCompressor:
+    return ModelCompressor(
+        build_model(config),
+        timeout=config.timeout_seconds,
+        max_output_chars=config.max_output_chars,
+    )
+
+
 DEFAULT_CONFIG_TOML = """\
 # wakeful.toml — configuration of the wakeful runtime. Every option is shown with its default.
 
@@ -221,6 +252,17 @@ cancel_grace_seconds = 5.0                # time a cancelled tool gets to clean 
 # name = "gpt-4.1-nano"
 # api_key_env = "OPENAI_API_KEY"
 # timeout_seconds = 2.0
+
+# An optional small model that compresses tool results longer than over_chars, keeping what
+# answers the current task and saying so in the result. If it fails or times out, the result
+# is cut visibly instead.
+# [compression]
+# provider = "openai"
+# name = "gpt-4.1-nano"
+# api_key_env = "OPENAI_API_KEY"
+# timeout_seconds = 10.0
+# over_chars = 10000
+# max_output_chars = 4000
 
 # MCP servers whose tools the agent may use (stdio or Streamable HTTP). Each gets only the
 # environment variables named here. Tool names that collide become `server.tool`.

@@ -40,6 +40,7 @@ from ..messages import (
 from ..models.base import Model, ModelRequest, StreamPart, ToolDefinition, TurnEnd, Usage
 from ..services import Services
 from ..tools.registry import ToolRegistry, execute_call
+from ..tools.shaping import Compressor, shape
 from ..tools.spec import Tool, ToolContext, ToolResult
 from ..tools.tasks import TaskHandle
 from .batch import Note, ParallelExchange, PendingItem, render_batch, render_status
@@ -62,6 +63,10 @@ class SessionConfig:
     # How long a cancelled tool may take to clean up before the loop moves on.
     cancel_grace_seconds: float = 5.0
     parallel_max_steps: int = 4
+    # Optional query-aware compression of tool results longer than compress_over_chars; without
+    # a compressor, results are recorded as the tools gave them (tools cut their own output).
+    compressor: Compressor | None = None
+    compress_over_chars: int = 10_000
 
 
 class SessionObserver(Protocol):
@@ -406,8 +411,9 @@ class AgentSession:
 
         async def record_when_done(call: ToolCall, handle: TaskHandle) -> None:
             result = await handle.wait()
+            message = await self._finished_result(call, result)
             answered.add(call.id)  # no await between this and the append below
-            await self._record(self._result_message(call, result))
+            await self._record(message)
 
         with anyio.CancelScope() as scope:
             self._scope = scope
@@ -422,7 +428,7 @@ class AgentSession:
                 continue
             if handle.done:  # it finished just as the interrupt arrived
                 assert handle.result is not None
-                await self._record(self._result_message(call, handle.result))
+                await self._record(await self._finished_result(call, handle.result))
                 continue
             decision = self._interrupt or Decision(Strategy.CANCEL, stop=True)
             if decision.stop:
@@ -474,6 +480,26 @@ class AgentSession:
             ),
             status="cancelled",
         )
+
+    async def _finished_result(self, call: ToolCall, result: ToolResult) -> ToolMessage:
+        """The message of a finished inline call, compressed for the task when it is long and a
+        compressor is configured (the text then says so, or says why it was cut instead)."""
+        message = self._result_message(call, result)
+        compressor = self.config.compressor
+        limit = self.config.compress_over_chars
+        if compressor is None or result.is_error or len(result.content) <= limit:
+            return message
+        shaped = await shape(
+            result.content,
+            limit,
+            how_to_get_more=(
+                f"the full result is not kept: call {call.name} again with offset/limit or a "
+                "narrower query to read them"
+            ),
+            query=self.trajectory.task_summary(),
+            compressor=compressor,
+        )
+        return message.model_copy(update={"content": shaped.text})
 
     @staticmethod
     def _result_message(call: ToolCall, result: ToolResult) -> ToolMessage:

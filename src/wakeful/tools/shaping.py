@@ -10,7 +10,7 @@ Three pieces, each for one way a result can be too big:
   cursor given to another tool or with other arguments is refused instead of misread.
 * :class:`Compressor` is the hook for an optional query-aware compression step (a small model
   that keeps what matters for the question asked). It must say when it was applied; the default,
-  :data:`NO_COMPRESSION`, never applies.
+  :data:`NO_COMPRESSION`, never applies. :class:`ModelCompressor` is the small-model one.
 """
 
 from __future__ import annotations
@@ -19,23 +19,32 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
-from ..errors import ToolError, UserError
+import anyio
+
+from ..errors import ModelAPIError, ToolError, UserError
+from ..messages import SystemMessage, UserMessage
+from ..models.base import Model, ModelRequest
 
 __all__ = [
+    "COMPRESSION_PROMPT",
     "DEFAULT_LIMIT",
     "NO_COMPRESSION",
     "Compressed",
     "Compressor",
     "Cursor",
+    "ModelCompressor",
     "NoCompression",
     "ShapedText",
     "cut_visibly",
     "shape",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT: Final = 10_000
 # When a cut point has a line break this close before it (a fifth of the kept part), cut there
@@ -48,7 +57,8 @@ class ShapedText:
     """A text as a model will see it, and what was left out of it.
 
     `omitted_start`/`omitted_end` are offsets into the original text; they are equal when
-    nothing was omitted.
+    nothing was omitted. `compression_declined` says why a compressor that was asked did not
+    shape the text (it then was cut instead).
     """
 
     text: str
@@ -56,6 +66,7 @@ class ShapedText:
     omitted_start: int
     omitted_end: int
     compression_note: str = ""
+    compression_declined: str = ""
 
     @property
     def omitted_chars(self) -> int:
@@ -240,10 +251,12 @@ async def shape(
     """Fit a result into `limit` characters: compress it for `query` if a compressor applies,
     else cut it visibly. A compression is announced at the top of the text; a compressed text
     that still does not fit is dropped for a visible cut of the original, whose omission marker
-    can point at offsets the model can read.
+    can point at offsets the model can read. When a compressor gives a reason for not applying
+    (or its result did not fit), a line at the top says compression was not applied and why.
     """
     if len(text) <= limit:
         return ShapedText(text, len(text), len(text), len(text))
+    declined = ""
     if query is not None:
         result = await compressor.compress(text, query=query, limit=limit)
         if result.applied:
@@ -253,4 +266,109 @@ async def shape(
                 # Nothing was cut, but nothing of the original is shown verbatim either: the
                 # note, not an omitted range, tells what happened.
                 return ShapedText(announced, len(text), 0, 0, compression_note=note)
-    return cut_visibly(text, limit, how_to_get_more=how_to_get_more, tail_chars=tail_chars)
+            declined = (
+                f"its {len(announced):,}-character result did not fit in {limit:,} characters"
+            )
+        else:
+            # A compressor that did nothing says why in its note, if it has a reason to give;
+            # NoCompression has none, and its cut stays exactly a plain visible cut.
+            declined = " ".join(result.note.split())
+    header = f"[Compression was not applied: {declined}. The result is cut instead.]\n"
+    if not declined or len(header) > limit // 2:
+        return cut_visibly(text, limit, how_to_get_more=how_to_get_more, tail_chars=tail_chars)
+    cut = cut_visibly(
+        text, limit - len(header), how_to_get_more=how_to_get_more, tail_chars=tail_chars
+    )
+    return ShapedText(
+        header + cut.text,
+        cut.original_chars,
+        cut.omitted_start,
+        cut.omitted_end,
+        compression_declined=declined,
+    )
+
+
+COMPRESSION_PROMPT = (
+    "You shorten a tool's output for an agent that asked a question. Keep only what answers "
+    "the query: the lines, numbers, names and errors it needs. Quote exact lines and numbers "
+    "verbatim; never paraphrase them, never invent or guess anything that is not in the text. "
+    "If nothing in the text answers the query, say so in one line. Answer with the shortened "
+    "text only, no preamble."
+)
+
+
+class ModelCompressor:
+    """Query-aware compression by a small model.
+
+    Any failure (a provider error, no answer within `timeout` seconds, an empty answer, or one
+    that does not fit) means "not applied", with the reason in the note, so :func:`shape` cuts
+    the original visibly instead; the agent never waits long for it nor gets an invented text.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        timeout: float = 10.0,
+        max_output_chars: int = 4000,
+        max_input_chars: int = 100_000,
+    ):
+        if timeout <= 0:
+            raise UserError(f"timeout must be more than 0 seconds, got {timeout}.")
+        if max_output_chars < 1:
+            raise UserError(f"max_output_chars must be 1 or more, got {max_output_chars}.")
+        if max_input_chars < 1:
+            raise UserError(f"max_input_chars must be 1 or more, got {max_input_chars}.")
+        self.model = model
+        self.timeout = timeout
+        self.max_output_chars = max_output_chars
+        # A small model's context is small: it is given at most this much of the result.
+        self.max_input_chars = max_input_chars
+
+    async def compress(self, text: str, *, query: str, limit: int) -> Compressed:
+        budget = min(limit, self.max_output_chars)
+        given = text[: self.max_input_chars]
+        seen = (
+            f"the first {len(given):,} of {len(text):,}"
+            if len(given) < len(text)
+            else f"{len(text):,}"
+        )
+        request = ModelRequest(
+            messages=[
+                SystemMessage(content=COMPRESSION_PROMPT),
+                UserMessage(
+                    content=(
+                        f"Query: {query}\n"
+                        f"Answer in at most {budget:,} characters.\n\n"
+                        f"Text ({seen} characters):\n{given}"
+                    )
+                ),
+            ]
+        )
+        name = self.model.name
+        with anyio.move_on_after(self.timeout):
+            try:
+                end = await self.model.complete(request)
+            except ModelAPIError as exc:
+                log.warning("compression by %s failed, cutting instead: %s", name, exc)
+                return Compressed(text, applied=False, note=f"the model {name} failed ({exc})")
+            answer = end.message.content.strip()
+            if not answer:
+                return Compressed(text, applied=False, note=f"the model {name} gave no answer")
+            note = (
+                f"Compressed by {name} for the query: {query}; {seen} → {len(answer):,} "
+                "characters. The full result: call the tool again with offset/limit or a "
+                "narrower query."
+            )
+            if len(answer) > budget or len(answer) + len(note) + 3 > limit:
+                return Compressed(
+                    text,
+                    applied=False,
+                    note=f"the model {name} answered with {len(answer):,} characters, over "
+                    f"the {budget:,} asked for",
+                )
+            return Compressed(answer, applied=True, note=note)
+        log.warning("compression by %s timed out after %.1fs; cutting instead", name, self.timeout)
+        return Compressed(
+            text, applied=False, note=f"the model {name} did not answer within {self.timeout:g}s"
+        )
