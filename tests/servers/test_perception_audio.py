@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,6 @@ def root(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "memo.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")
     return root
-
-
-@pytest.fixture
-async def services(root: Path) -> AsyncIterator[Services]:
-    async with tool_services(root) as (services, _events):
-        yield services
 
 
 async def call(services: Services, **arguments: Any) -> ToolResult:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 from pptx import Presentation
 from pptx.util import Inches
 
-from tool_services import tool_services
 from wakeful.errors import ToolError
 from wakeful.servers.perception.documents import DOCUMENT_TOOLS, read_document
 from wakeful.services import Services
@@ -120,12 +118,6 @@ def root(tmp_path: Path) -> Path:
     (root / "docs" / "notes.txt").write_text("name,qty\nfig,1\n")
     (tmp_path / "outside.csv").write_text("a,b\n")
     return root
-
-
-@pytest.fixture
-async def services(root: Path) -> AsyncIterator[Services]:
-    async with tool_services(root) as (services, _events):
-        yield services
 
 
 async def call(services: Services, **arguments: Any) -> ToolResult:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +63,6 @@ def root(tmp_path: Path) -> Path:
     (root / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
     (tmp_path / "outside.png").write_bytes((root / "scans" / "invoice.png").read_bytes())
     return root
-
-
-@pytest.fixture
-async def services(root: Path) -> AsyncIterator[Services]:
-    async with tool_services(root) as (services, _events):
-        yield services
 
 
 async def call(services: Services, **arguments: Any) -> ToolResult:
