@@ -23,7 +23,7 @@ from ...errors import ToolError
 from ...safety.paths import display_path
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
-from .cursors import make_cursor, query_digest, read_cursor
+from .cursors import fill_page, make_cursor, query_digest, read_cursor
 from .public_http import PublicDataSettings, check_status, fetch
 from .shown_text import OUTPUT_LIMIT
 from .workspace import confined
@@ -160,16 +160,7 @@ async def calendar_events(
             f"The cursor points past the last of the {len(events)} events in the window (the "
             "calendar changed). Leave cursor out to start from the first page."
         )
-    page: list[dict[str, Any]] = []
-    lines: list[str] = []
-    chars = 0
-    for event in events[first : first + limit]:
-        line = _line(event)
-        if lines and chars + len(line) + 1 > _PAGE_CHARS:
-            break
-        page.append(event)
-        lines.append(line)
-        chars += len(line) + 1
+    page, lines = fill_page(events, first, limit, _line, _PAGE_CHARS)
     last = first + len(page)
     next_cursor = make_cursor(digest, last) if last < len(events) else None
     span = f"from {window_start.isoformat()} to {window_end.isoformat()}"

@@ -11,7 +11,8 @@ import base64
 import binascii
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ...errors import ToolError
 
@@ -56,3 +57,24 @@ def read_cursor(cursor: str, digest: str, tool: str) -> int:
 
 def _shown(cursor: str) -> str:
     return repr(cursor if len(cursor) <= 60 else cursor[:60] + "…")
+
+
+T = TypeVar("T")
+
+
+def fill_page(
+    items: Sequence[T], start: int, limit: int, render: Callable[[T], str], budget: int
+) -> tuple[list[T], list[str]]:
+    """The items of one page and their lines: from `start`, at most `limit`, while the lines
+    (one per item, plus a newline each) fit in `budget` characters; always at least one."""
+    page: list[T] = []
+    lines: list[str] = []
+    chars = 0
+    for item in items[start : start + limit]:
+        line = render(item)
+        if lines and chars + len(line) + 1 > budget:
+            break
+        page.append(item)
+        lines.append(line)
+        chars += len(line) + 1
+    return page, lines

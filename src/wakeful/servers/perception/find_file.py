@@ -11,7 +11,7 @@ from pydantic import Field
 from ...errors import ToolError
 from ...safety.paths import display_path
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
-from .cursors import make_cursor, query_digest, read_cursor
+from .cursors import fill_page, make_cursor, query_digest, read_cursor
 from .shown_text import OUTPUT_LIMIT
 from .walk import WalkStats, skipped_note, walk
 from .workspace import confined
@@ -124,13 +124,7 @@ async def find_file(
             f"The cursor points past the last of the {len(matches)} matches (the tree changed, "
             "or the listing is finished). Leave cursor out to start from the first page."
         )
-    page: list[str] = []
-    chars = 0
-    for found in matches[start : start + limit]:
-        if page and chars + len(found) + 1 > _PAGE_CHARS:
-            break
-        page.append(found)
-        chars += len(found) + 1
+    page, _ = fill_page(matches, start, limit, str, _PAGE_CHARS)
     end = start + len(page)
     next_cursor = make_cursor(digest, end) if end < len(matches) else None
     plural = "match" if len(matches) == 1 else "matches"

@@ -13,7 +13,7 @@ from pydantic import Field
 from ...errors import ToolError
 from ...safety.paths import display_path
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
-from .cursors import make_cursor, query_digest, read_cursor
+from .cursors import fill_page, make_cursor, query_digest, read_cursor
 from .shown_text import OUTPUT_LIMIT
 from .walk import leads_inside
 from .workspace import confined
@@ -78,16 +78,7 @@ async def list_dir(
             "(the directory changed, or the listing is finished). Leave cursor out to start "
             "from the first page."
         )
-    page: list[dict[str, Any]] = []
-    lines: list[str] = []
-    chars = 0
-    for entry in entries[start : start + limit]:
-        line = _line(entry)
-        if lines and chars + len(line) + 1 > _PAGE_CHARS:
-            break
-        page.append(entry)
-        lines.append(line)
-        chars += len(line) + 1
+    page, lines = fill_page(entries, start, limit, _line, _PAGE_CHARS)
     end = start + len(page)
     next_cursor = make_cursor(digest, end) if end < len(entries) else None
     dirs = sum(1 for e in entries if e["type"] == "dir")
