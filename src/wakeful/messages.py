@@ -52,16 +52,6 @@ class SystemMessage(BaseModel):
 MarkKind = Literal["event", "events", "parallel", "tools_loaded", "note"]
 
 
-class UserMessage(BaseModel):
-    """A user-role message. Events reach the model this way, tagged by source in `content`."""
-
-    role: Literal["user"] = "user"
-    content: str
-    # Which stored events this message carries, and why it was appended; not sent to models.
-    event_ids: list[str] = Field(default_factory=list)
-    mark: MarkKind | None = None
-
-
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str = ""
@@ -113,6 +103,26 @@ def image_attachments(structured: object) -> list[Attachment]:
             continue
         attachments.append(Attachment(mime_type=mime_type, data=data))
     return attachments
+
+
+class UserMessage(BaseModel):
+    """A user-role message. Events reach the model this way, tagged by source in `content`."""
+
+    role: Literal["user"] = "user"
+    content: str
+    # Which stored events this message carries, and why it was appended; not sent to models.
+    event_ids: list[str] = Field(default_factory=list)
+    mark: MarkKind | None = None
+    # Images its events brought, e.g. a background tool's screenshot; `content` describes them.
+    attachments: list[Attachment] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_no_attachments(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # As for ToolMessage: messages without images serialize as before the field existed.
+        data: dict[str, Any] = handler(self)
+        if not self.attachments:
+            data.pop("attachments", None)
+        return data
 
 
 class ToolMessage(BaseModel):
@@ -177,6 +187,12 @@ def to_openai_shape(message: Message) -> dict[str, Any]:
         if message.attachments:
             shape["attachments"] = [a.model_dump() for a in message.attachments]
         return shape
+    if isinstance(message, UserMessage) and message.attachments:
+        return {
+            "role": "user",
+            "content": message.content,
+            "attachments": [a.model_dump() for a in message.attachments],
+        }
     return {"role": message.role, "content": message.content}
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+import anyio
 import pytest
 
 from wakeful.events import user_input
@@ -27,7 +28,15 @@ from wakeful.messages import (
     message_to_json,
     to_openai_shape,
 )
-from wakeful.models import AnthropicModel, ModelRequest, OpenAIChatModel, ScriptedModel, call, use
+from wakeful.models import (
+    AnthropicModel,
+    ModelRequest,
+    OpenAIChatModel,
+    ScriptedModel,
+    call,
+    say,
+    use,
+)
 from wakeful.runtime import Runtime
 from wakeful.tools.spec import ToolResult, tool
 
@@ -303,3 +312,146 @@ async def test_the_session_copies_a_tool_results_images_into_its_tool_message() 
     assert result.attachments == [SHOT]  # the malformed second image is dropped
     # The model's next request carries the image.
     assert result in model.requests[1].messages
+
+
+# --- background results ------------------------------------------------------------------------
+
+
+def background_batch() -> list[Message]:
+    """A call moved to the background, then its result arriving as an event with an image."""
+    return [
+        UserMessage(content="Watch the screen."),
+        AssistantMessage(tool_calls=[ToolCall(id="call_1", name="screenshot")]),
+        ToolMessage(
+            tool_call_id="call_1",
+            name="screenshot",
+            content="Started in the background as task_1.",
+            status="placeholder",
+        ),
+        AssistantMessage(content="Waiting for it."),
+        UserMessage(
+            content="[TOOL_RESULT task_1 (screenshot)] [image: image/png, 1 KB]",
+            event_ids=["evt_1"],
+            mark="event",
+            attachments=[SHOT],
+        ),
+    ]
+
+
+def test_a_user_message_with_attachments_round_trips_through_json() -> None:
+    [*_, batch] = background_batch()
+    assert message_from_json(message_to_json(batch)) == batch
+    assert '"attachments"' in message_to_json(batch)
+    plain = UserMessage(content="hi", event_ids=["evt_1"], mark="event")
+    assert message_to_json(plain) == (
+        '{"role":"user","content":"hi","event_ids":["evt_1"],"mark":"event"}'
+    )
+    assert message_from_json(message_to_json(plain)).attachments == []  # type: ignore[union-attr]
+    assert to_openai_shape(plain) == {"role": "user", "content": "hi"}
+
+
+async def test_openai_sends_a_user_messages_images_as_content_parts(server: WireServer) -> None:
+    server.script(text_reply("a cat"))
+    await send(openai_model(server), ModelRequest(messages=background_batch()))
+
+    wire = server.requests[0].body["messages"]
+    assert [m["role"] for m in wire] == ["user", "assistant", "tool", "assistant", "user"]
+    assert wire[0] == {"role": "user", "content": "Watch the screen."}
+    assert wire[-1]["content"] == [
+        {"type": "text", "text": "[TOOL_RESULT task_1 (screenshot)] [image: image/png, 1 KB]"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    ]
+
+
+async def test_anthropic_puts_a_user_messages_images_after_its_text(server: WireServer) -> None:
+    server.script(Reply(frames=text_frames("a cat")))
+    await send(anthropic_model(server), ModelRequest(messages=background_batch()))
+
+    turn = server.requests[0].body["messages"][-1]
+    assert turn == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "[TOOL_RESULT task_1 (screenshot)] [image: image/png, 1 KB]"},
+            image_block("image/png", PNG),
+        ],
+    }
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_without_vision_a_user_message_sends_only_its_text(
+    server: WireServer, provider: str
+) -> None:
+    if provider == "openai":
+        server.script(text_reply("no idea"))
+        model: OpenAIChatModel | AnthropicModel = openai_model(server, vision=False)
+    else:
+        server.script(Reply(frames=text_frames("no idea")))
+        model = anthropic_model(server, vision=False)
+    await send(model, ModelRequest(messages=background_batch()))
+
+    body = server.requests[0].body
+    text = "[TOOL_RESULT task_1 (screenshot)] [image: image/png, 1 KB]"
+    if provider == "openai":
+        assert body["messages"][-1] == {"role": "user", "content": text}
+    else:
+        assert body["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": text}]}
+    assert PNG not in str(body)
+
+
+async def test_a_background_tools_images_reach_the_next_model_request() -> None:
+    release = anyio.Event()
+
+    @tool(run_mode="background")
+    async def watch_screen() -> ToolResult:
+        """Take a screenshot once the screen changes."""
+        await release.wait()
+        images = [
+            {"mime_type": "image/png", "data": PNG},
+            {"mime_type": "image/png", "data": "%%"},
+        ]
+        return ToolResult(content="[image: image/png, 1 KB]", structured={"images": images})
+
+    model = ScriptedModel(
+        [use(call("watch_screen", call_id="call_1")), say("Waiting."), say("I see a cat.")]
+    )
+    async with Runtime(
+        model=model, tools=[watch_screen], with_core_tools=False, with_timers=False
+    ) as rt:
+        await rt.submit(user_input("Tell me when the screen changes."))
+        await rt.wait_idle(include_tasks=False)
+        requests_before = len(model.requests)
+        release.set()
+        with anyio.fail_after(5):
+            await rt.wait_idle()
+        messages = rt.sessions["main"].trajectory.messages
+        assert check_trajectory(messages) == []
+
+    [placeholder] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert placeholder.attachments == []  # the image came later, with the result
+    batch = messages[-2]
+    assert isinstance(batch, UserMessage)
+    assert batch.content.startswith("[TOOL_RESULT task_")
+    assert batch.attachments == [SHOT]  # the malformed second image is dropped
+    assert len(model.requests) == requests_before + 1
+    assert batch in model.requests[-1].messages
+
+
+async def test_a_background_result_without_images_adds_no_attachments() -> None:
+    @tool(run_mode="background")
+    async def count_files() -> str:
+        """Count the files."""
+        return "12 files"
+
+    model = ScriptedModel([use(call("count_files")), say("Counting."), say("Twelve.")])
+    async with Runtime(
+        model=model, tools=[count_files], with_core_tools=False, with_timers=False
+    ) as rt:
+        await rt.submit(user_input("How many files?"))
+        with anyio.fail_after(5):
+            await rt.wait_idle()
+        [handle] = rt.tasks.list()
+        messages = rt.sessions["main"].trajectory.messages
+
+    assert handle.result is not None and handle.result.content == "12 files"
+    results = [m for m in messages if isinstance(m, UserMessage) and "[TOOL_RESULT" in m.content]
+    assert results and all(m.attachments == [] for m in results)

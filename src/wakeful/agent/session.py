@@ -276,7 +276,16 @@ class AgentSession:
             mark = "note"
         else:
             mark = "event"
-        await self._record(UserMessage(content=text, event_ids=event_ids, mark=mark))
+        # Images that background tools returned ride along (other event sources carry none).
+        attachments = [
+            image
+            for item in items
+            if isinstance(item, Event) and item.kind == TOOL_RESULT
+            for image in image_attachments(item.context)
+        ]
+        await self._record(
+            UserMessage(content=text, event_ids=event_ids, mark=mark, attachments=attachments)
+        )
         await self.trajectory.consume_events([*event_ids, *superseded])
         if any(not isinstance(item, ParallelExchange) for item in items):
             self._needs_model = True

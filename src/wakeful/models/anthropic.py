@@ -88,7 +88,7 @@ _IMAGE_MEDIA_TYPES: dict[str, ImageMediaType] = {
 }
 
 ReplayBlock = wire.ThinkingBlockParam | wire.RedactedThinkingBlockParam
-UserBlock = wire.TextBlockParam | wire.ToolResultBlockParam
+UserBlock = wire.TextBlockParam | wire.ImageBlockParam | wire.ToolResultBlockParam
 AssistantBlock = wire.TextBlockParam | wire.ToolUseBlockParam | ReplayBlock
 
 
@@ -224,8 +224,15 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
             if isinstance(message, SystemMessage):
                 system.append(message.content)
             elif isinstance(message, UserMessage):
-                if message.content:
-                    add("user", [{"type": "text", "text": message.content}])
+                user_blocks: list[UserBlock] = (
+                    [{"type": "text", "text": message.content}] if message.content else []
+                )
+                user_blocks.extend(
+                    block
+                    for block in map(image_block, message.attachments if self.vision else ())
+                    if block is not None
+                )
+                add("user", user_blocks)
             elif isinstance(message, ToolMessage):
                 result: wire.ToolResultBlockParam = {
                     "type": "tool_result",

@@ -236,7 +236,7 @@ def wire_messages(
         if isinstance(message, SystemMessage):
             wire.append({"role": "system", "content": message.content})
         elif isinstance(message, UserMessage):
-            wire.append({"role": "user", "content": message.content})
+            wire.append(user_message(message, vision=vision))
         elif isinstance(message, AssistantMessage):
             if message.tool_calls:
                 wire.append(
@@ -268,6 +268,21 @@ def wire_messages(
     if with_images:
         wire.append(tool_images_message(with_images))
     return wire
+
+
+def user_message(message: UserMessage, *, vision: bool) -> ChatCompletionMessageParam:
+    """A user message; with `vision`, its images follow its text as content parts."""
+    images = [a for a in message.attachments if a.mime_type.lower() in _IMAGE_MEDIA_TYPES]
+    if not (vision and images):
+        return {"role": "user", "content": message.content}
+    parts: list[ChatCompletionContentPartParam] = []
+    if message.content:
+        parts.append({"type": "text", "text": message.content})
+    parts.extend(
+        {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}}
+        for image in images
+    )
+    return {"role": "user", "content": parts}
 
 
 def tool_images_message(results: Sequence[ToolMessage]) -> ChatCompletionMessageParam:

@@ -26,6 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..activity import ActivitySignal
 from ..events import TOOL_PROGRESS, TOOL_RESULT, Event, Source
+from ..messages import image_attachments
 from .spec import ToolResult
 
 log = logging.getLogger(__name__)
@@ -310,18 +311,26 @@ class TaskManager:
         handle._done.set()
         self.changed(handle)
         if handle.background and handle.state != "cancelled":
+            context: dict[str, Any] = {
+                "task_id": handle.id,
+                "tool": handle.tool,
+                "call_id": handle.call_id,
+                "state": handle.state,
+                "runtime_seconds": round(handle.runtime_seconds, 2),
+            }
+            # The images travel with the event (the shape of `structured["images"]`), so the
+            # session can attach them to the user message that carries the result.
+            images = image_attachments(result.structured)
+            if images:
+                context["images"] = [
+                    {"mime_type": image.mime_type, "data": image.data} for image in images
+                ]
             await self.emit(
                 Event(
                     kind=TOOL_RESULT,
                     source=Source(type="tool", id=handle.id),
                     content=result.content,
-                    context={
-                        "task_id": handle.id,
-                        "tool": handle.tool,
-                        "call_id": handle.call_id,
-                        "state": handle.state,
-                        "runtime_seconds": round(handle.runtime_seconds, 2),
-                    },
+                    context=context,
                     session=handle.session,
                 )
             )
