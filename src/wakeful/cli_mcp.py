@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import anyio
 import typer
@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import UserError
-from .servers.bridge import BridgeServer
+
+if TYPE_CHECKING:
+    from .servers.bridge import BridgeServer
 
 mcp_app = typer.Typer(
     help="Run wakeful's MCP servers for other agents and editors.",

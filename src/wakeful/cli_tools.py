@@ -14,18 +14,20 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Annotated, Final
+from typing import IO, TYPE_CHECKING, Annotated, Final
 
 import anyio
 import typer
-from mcp import Client, MCPError
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .errors import UserError
 from .tools.lint import LintFinding, lint_definitions, lint_tool
+
+if TYPE_CHECKING:
+    # The MCP SDK is imported where a command uses it: it costs most of the CLI's start-up.
+    from mcp import Client
 
 __all__ = [
     "BUILTIN_TOOL_SOURCES",
@@ -79,6 +81,8 @@ async def _lint_core_tools() -> LintReport:
 
 async def _lint_perception_server() -> LintReport:
     """The perception server as any MCP client sees it (descriptions with their examples)."""
+    from mcp import Client
+
     from .servers.perception import perception_server
 
     with tempfile.TemporaryDirectory() as root:
@@ -124,6 +128,9 @@ async def lint_stdio_server(
             "`wakeful tools lint -- npx -y @modelcontextprotocol/server-everything`."
         )
     shown = shlex.join(command)
+    from mcp import Client, MCPError
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
     params = StdioServerParameters(command=command[0], args=list(command[1:]))
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
         try:
@@ -161,6 +168,8 @@ def _connection_failure(exc: BaseException) -> str | None:
         if not parts or any(p is None for p in parts):
             return None
         return "; ".join(p for p in parts if p)
+    from mcp import MCPError
+
     if isinstance(exc, MCPError | OSError):
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -26,7 +26,6 @@ from .events import SYSTEM_ALERT, Event, Source
 from .models.base import Model
 from .services import Outbox, Services
 from .tools.cache import ResultCache
-from .tools.mcp_client import MCPToolset
 from .tools.mcp_config import MCPServerConfig
 from .tools.registry import ToolRegistry
 from .tools.spec import Tool
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from .channels.timers import TimerService
     from .clock import Clock
     from .store.sqlite import Store
+    from .tools.mcp_client import MCPToolset
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,8 @@ class Runtime:
         await self._recover()
         if self.mcp_servers:
             # After recovery, so a server's alerts cannot start sessions before it is done.
+            from .tools.mcp_client import MCPToolset  # the MCP SDK only when servers are set
+
             self.mcp = MCPToolset(
                 self.mcp_servers,
                 emit=self.submit,
