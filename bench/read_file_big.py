@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from wakeful.events import Event
-from wakeful.servers.perception import read_file
+from wakeful.servers.perception.read_file import read_file
 from wakeful.services import Services
 from wakeful.tools.spec import ToolContext
 from wakeful.tools.tasks import TaskManager

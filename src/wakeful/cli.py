@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from .cli_audit import register as register_audit
+from .cli_check import register as register_check_command
 from .cli_mcp import mcp_app
 from .cli_tools import tools_app
 from .errors import StoreError, UserError
@@ -42,6 +44,8 @@ app.add_typer(demo_app, name="demo")
 app.add_typer(events_app, name="events")
 app.add_typer(tools_app, name="tools")
 app.add_typer(mcp_app, name="mcp")
+register_audit(app)
+register_check_command(app)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -122,7 +126,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")] = False,
 ) -> None:
     """Start the runtime with the configured agent and a console chat."""
-    from .config import build_model, build_router, load_config
+    from .config import build_gate, build_model, build_router, load_config
 
     try:
         cfg = load_config(config)
@@ -132,6 +136,7 @@ def run(
         model = build_model(cfg.model)
         parallel = build_model(cfg.parallel_model) if cfg.parallel_model else None
         router = build_router(cfg.router)
+        gate = build_gate(cfg.safety, rules=cfg.agent.system_prompt)
     except UserError as exc:
         raise fail(str(exc)) from exc
 
@@ -148,6 +153,9 @@ def run(
             router=router,
             parallel_model=parallel,
             observer=ConsoleObserver(out, verbose=not quiet),
+            gate=gate,
+            settings=cfg.settings(),
+            workdir=Path.cwd(),
         )
         try:
             async with rt:

@@ -71,12 +71,70 @@ def serve_perception(
         _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
     try:
         # Imported here: the perception tools load heavy libraries the rest of the CLI never needs.
-        from .servers.perception import perception_server
+        from .servers.perception.server import perception_server
 
         server = perception_server(root)
     except UserError as exc:
         _fail(str(exc))
     # stdout carries the protocol under stdio; logs go to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if address is None:
+        anyio.run(serve_stdio, server)
+    else:
+        anyio.run(serve_http, server, *address)
+
+
+@serve_app.command("execution")
+def serve_execution(
+    root: Annotated[
+        Path,
+        typer.Option("--root", help="The workspace the tools may change; nothing outside."),
+    ] = Path("."),
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+    config: Annotated[
+        Path,
+        typer.Option("--config", "-c", help="wakeful.toml with [safety] and [tools.*] (optional)."),
+    ] = Path("wakeful.toml"),
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="SQLite file for idempotency keys, confirmation tokens and the audit log "
+            "(default: ROOT/.wakeful/execution.db).",
+        ),
+    ] = None,
+) -> None:
+    """The execution tools: write/edit files, sandboxed shell and Python, spreadsheets, email,
+    calendar, webhooks, GitHub — every call behind the safety layers of [safety]."""
+    address = parse_http_address(http)
+    if not root.exists():
+        _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
+    if not root.is_dir():
+        _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
+    try:
+        from .config import build_gate, load_config
+        from .servers.execution.server import execution_server
+
+        cfg = load_config(config)
+        commands = cfg.safety.commands
+        if commands.workspace is None:
+            commands = commands.model_copy(update={"workspace": root.resolve()})
+        safety = cfg.safety.model_copy(update={"commands": commands})
+        server = execution_server(
+            root,
+            settings=[*safety.settings(), *cfg.tools.settings()],
+            store_path=store,
+            gate=build_gate(safety, rules=cfg.agent.system_prompt),
+        )
+    except UserError as exc:
+        _fail(str(exc))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if address is None:
         anyio.run(serve_stdio, server)

@@ -83,15 +83,27 @@ async def _lint_perception_server() -> LintReport:
     """The perception server as any MCP client sees it (descriptions with their examples)."""
     from mcp import Client
 
-    from .servers.perception import perception_server
+    from .servers.perception.server import perception_server
 
     with tempfile.TemporaryDirectory() as root:
         return await lint_mcp_client(Client(perception_server(Path(root))), "perception server")
 
 
+async def _lint_execution_server() -> LintReport:
+    """The execution server as any MCP client sees it."""
+    from mcp import Client
+
+    from .servers.execution.server import execution_server
+
+    with tempfile.TemporaryDirectory() as root:
+        server = execution_server(Path(root))
+        return await lint_mcp_client(Client(server), "execution server")
+
+
 BUILTIN_TOOL_SOURCES: list[BuiltinToolSource] = [
     BuiltinToolSource("core tools", _lint_core_tools),
     BuiltinToolSource("perception server", _lint_perception_server),
+    BuiltinToolSource("execution server", _lint_execution_server),
 ]
 """Every built-in tool source. A built-in MCP server adds itself here, e.g.
 ``BuiltinToolSource("files server", lambda: lint_mcp_client(Client(files_server), "files

@@ -19,6 +19,18 @@ from .agent.router import DEFAULT_STOP_WORDS, Classifier, Router
 from .agent.session import SessionConfig
 from .errors import ConfigError
 from .models.base import Model
+from .safety.commands import PolicySettings
+from .safety.gate import CallGate
+from .safety.reviewer import DEFAULT_IRREVERSIBLE_TOOLS
+from .safety.sandbox import SandboxSettings
+from .safety.sidecar import SidecarSettings
+from .safety.verification import VerifyRule
+from .servers.execution.calendar_events import CalendarWriteSettings
+from .servers.execution.diagnostics import DiagnosticsSettings
+from .servers.execution.email import EmailSettings
+from .servers.execution.github import GitHubSettings
+from .servers.execution.interpreter_pool import InterpreterSettings
+from .servers.execution.webhook import WebhookSettings
 from .tools.mcp_config import MCPServerConfig
 from .tools.shaping import ModelCompressor
 
@@ -97,6 +109,58 @@ class MCPConfig(_Section):
     servers: list[MCPServerConfig] = Field(default_factory=list)
 
 
+class SidecarModelConfig(ModelConfig):
+    """A small model that judges the calls the sidecar's rules flag (a second stage)."""
+
+    timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class ReviewerConfig(ModelConfig):
+    """The reviewer of irreversible calls: a model of another family than [model]."""
+
+    tools: list[str] = Field(default_factory=lambda: list(DEFAULT_IRREVERSIBLE_TOOLS))
+
+
+class SafetyConfig(_Section):
+    """`[safety]`: the layers around every tool call (see wakeful.safety.gate)."""
+
+    enabled: bool = True
+    commands: PolicySettings = Field(default_factory=PolicySettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    sidecar: SidecarSettings = Field(default_factory=SidecarSettings)
+    sidecar_model: SidecarModelConfig | None = None
+    reviewer: ReviewerConfig | None = None
+    breaker_denials: int = Field(default=3, ge=1, le=100)
+    approval_timeout_seconds: float = Field(default=900.0, gt=0)
+    verify: list[VerifyRule] = Field(default_factory=list)
+
+    def settings(self) -> list[object]:
+        """The settings objects tools look up by class (the command policy, the sandbox)."""
+        return [self.commands, self.sandbox]
+
+
+class ToolsConfig(_Section):
+    """`[tools.*]`: settings of the execution tool families (each optional; defaults apply)."""
+
+    email: EmailSettings | None = None
+    calendar: CalendarWriteSettings | None = None
+    webhook: WebhookSettings | None = None
+    github: GitHubSettings | None = None
+    diagnostics: DiagnosticsSettings | None = None
+    interpreter: InterpreterSettings | None = None
+
+    def settings(self) -> list[object]:
+        families = (
+            self.email,
+            self.calendar,
+            self.webhook,
+            self.github,
+            self.diagnostics,
+            self.interpreter,
+        )
+        return [family for family in families if family is not None]
+
+
 class WakefulConfig(_Section):
     model: ModelConfig | None = None
     parallel_model: ModelConfig | None = None
@@ -105,6 +169,12 @@ class WakefulConfig(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     mcp: MCPConfig = Field(default_factory=MCPConfig)
     compression: CompressionConfig | None = None
+    safety: SafetyConfig = Field(default_factory=SafetyConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+
+    def settings(self) -> list[object]:
+        """Every settings object tools look up by class: safety layers and tool families."""
+        return [*self.safety.settings(), *self.tools.settings()]
 
     def session_config(self) -> SessionConfig:
         """The agent settings, with the compressor of `[compression]` when there is one."""
@@ -198,6 +268,41 @@ def build_compressor(config: CompressionConfig) -> ModelCompressor:
     )
 
 
+def build_gate(config: SafetyConfig, *, rules: str = "") -> CallGate | None:
+    """The safety layers `[safety]` describes; the runtime adds the approvals and audit log.
+
+    `rules` is the agent's system prompt: the reviewer works under the same rules."""
+    from .safety.breaker import DenialBreaker
+    from .safety.commands import CommandPolicy
+    from .safety.reviewer import Reviewer
+    from .safety.sidecar import ModelSidecar, RuleSidecar
+
+    if not config.enabled:
+        return None
+    model_sidecar = None
+    if config.sidecar_model is not None:
+        model_sidecar = ModelSidecar(
+            build_model(config.sidecar_model), timeout_seconds=config.sidecar_model.timeout_seconds
+        )
+    reviewer = None
+    if config.reviewer is not None:
+        reviewer = Reviewer(
+            build_model(config.reviewer),
+            tools=config.reviewer.tools,
+            rules=rules,
+            timeout_seconds=config.reviewer.timeout_seconds,
+        )
+    gate = CallGate(
+        sidecar=RuleSidecar(config.sidecar, CommandPolicy(config.commands)),
+        model_sidecar=model_sidecar,
+        breaker=DenialBreaker(config.breaker_denials),
+        reviewer=reviewer,
+        verify_rules=list(config.verify),
+        approval_timeout_seconds=config.approval_timeout_seconds,
+    )
+    return gate
+
+
 DEFAULT_CONFIG_TOML = """\
 # wakeful.toml — configuration of the wakeful runtime. Every option is shown with its default.
 
@@ -280,4 +385,74 @@ path = ".wakeful/wakeful.db"   # SQLite: events, trajectories, tasks, timers (re
 # "normal": commits survive the runtime crashing, not a power loss (SQLite's advice for WAL);
 # "full": every commit is fsynced and survives both, at a cost in throughput.
 synchronous = "normal"
+
+# The layers around every tool call: the sidecar checks each call as soon as the model emits
+# it (shell commands are parsed and checked against [safety.commands]); "ask" decisions wait
+# for your answer (/approve ID or /deny ID why); irreversible tools may go to a reviewer model
+# first; every call is written to the audit log (`wakeful audit stats`).
+[safety]
+enabled = true
+breaker_denials = 3                # after this many refusals in a row, you decide instead
+approval_timeout_seconds = 900     # no answer in time is a no
+
+[safety.commands]
+# workspace = "."                  # where writes and deletes may happen (default: the cwd)
+allowed_hosts = ["localhost", "127.0.0.1", "::1"]   # network to these needs no approval; "*" = any
+allow = []                         # extra rules by command prefix, e.g. ["make test"]
+ask = []                           # e.g. ["docker", "npm publish"]
+deny = []                          # e.g. ["git push"]; deny beats allow
+
+[safety.sandbox]
+backend = "auto"                   # "bwrap" (bubblewrap) or "none", which is NOT a sandbox
+network = false
+cpu_seconds = 60
+memory_mb = 2048
+max_processes = 256
+file_size_mb = 1024
+
+[safety.sidecar]
+ask_tools = []                     # tools a person approves first, by name or glob: ["github_*"]
+deny_tools = []                    # tools never run
+
+# A small model that judges the calls the rules flag ("ask"): it may clear them, keep them for
+# you, or deny them; it never sees the agent's prose, only the call.
+# [safety.sidecar_model]
+# provider = "openai"
+# name = "gpt-4.1-nano"
+# api_key_env = "OPENAI_API_KEY"
+#
+# A reviewer for irreversible calls; a model of another family than [model] is recommended.
+# [safety.reviewer]
+# provider = "anthropic"
+# name = "claude-sonnet-4-5"
+# api_key_env = "ANTHROPIC_API_KEY"
+# tools = ["send_email", "call_webhook", "github_create_pull_request", "create_calendar_event"]
+#
+# Checks run after a tool succeeded; their findings come back with its result.
+# [[safety.verify]]
+# tool = "write_file"
+# when_path = "*.json"
+# command = "python3 -m json.tool {path}"
+
+# Settings of the execution tools (`wakeful mcp serve execution`, or tools given to a runtime).
+# Secrets are never written here: name the environment variable that holds them.
+# [tools.email]
+# host = "smtp.example.com"
+# port = 587
+# security = "starttls"            # "starttls", "ssl" or "none"
+# username = "me@example.com"
+# password_env = "SMTP_PASSWORD"
+# from_address = "me@example.com"
+#
+# [tools.webhook]
+# allowed_hosts = ["hooks.example.com"]
+# header_env = { Authorization = "HOOK_TOKEN" }   # header name → variable holding its value
+#
+# [tools.github]
+# token_env = "GITHUB_TOKEN"
+#
+# [tools.calendar]
+# caldav_url = "https://caldav.example.com/calendars/me/work/"
+# username = "me"
+# password_env = "CALDAV_PASSWORD"
 """

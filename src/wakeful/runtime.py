@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from .agent.router import Decision, Router
+from .agent.router import Decision, Router, Strategy
 from .agent.session import AgentSession, SessionConfig, SessionObserver
 from .agent.trajectory import Trajectory
 from .errors import UserError
-from .events import SYSTEM_ALERT, Event, Source
+from .events import SYSTEM_ALERT, USER_INPUT, Event, Source
 from .models.base import Model
-from .services import Outbox, Services
+from .safety.gate import CallGate
+from .services import Outbox, Services, close_state
 from .tools.cache import ResultCache
 from .tools.mcp_config import MCPServerConfig
 from .tools.registry import ToolRegistry
@@ -34,6 +35,8 @@ from .tools.tasks import TaskManager
 if TYPE_CHECKING:
     from .channels.timers import TimerService
     from .clock import Clock
+    from .safety.approvals import Approvals
+    from .safety.commands import PolicySettings
     from .store.sqlite import Store
     from .tools.mcp_client import MCPToolset
 
@@ -73,8 +76,16 @@ class Runtime:
         store_synchronous: Literal["full", "normal"] = "normal",
         result_cache: ResultCache | Literal["default"] | None = "default",
         mcp_servers: Iterable[MCPServerConfig] = (),
+        gate: CallGate | Literal["default"] | None = "default",
+        settings: Sequence[object] = (),
     ) -> None:
         self.model = model
+        # The safety layers around every call (see wakeful.safety.gate); "default" is the
+        # rule-based sidecar with the command policy, the breaker, approvals through the outbox
+        # and, with a store, the audit log. None runs every call unchecked.
+        self.gate: CallGate | None = CallGate() if gate == "default" else gate
+        # Settings objects of tool families and safety layers, found by class (settings_of).
+        self.settings = list(settings)
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
         # Results of read-only calls, reused within a TTL; writes clear it. None turns it off.
         self.result_cache = ResultCache() if result_cache == "default" else result_cache
@@ -140,8 +151,16 @@ class Runtime:
             progress_interval=self.progress_interval,
         )
         self._services = Services(
-            tasks=tasks, emit=self.submit, outbox=self.outbox, store=store, workdir=self.workdir
+            tasks=tasks,
+            emit=self.submit,
+            outbox=self.outbox,
+            store=store,
+            workdir=self.workdir,
+            settings={type(s): s for s in [*self.settings, self._policy_settings()]},
+            gate=self._complete_gate(store),
         )
+        # Tools' long-lived state (interpreters, shell history) ends before the task group.
+        self._stack.push_async_callback(close_state, self._services)
         if self.with_timers:
             from .channels.timers import TimerService
 
@@ -161,6 +180,37 @@ class Runtime:
             )
             await self._stack.enter_async_context(self.mcp)
             await self._sync_mcp_tools()
+
+    def _complete_gate(self, store: Store | None) -> CallGate | None:
+        """Give the gate what only a running runtime has: a person to ask (through the outbox)
+        and, with a store, an audit log whose alerts come back as events."""
+        gate = self.gate
+        if gate is None:
+            return None
+        if not gate.sidecar.has_policy:
+            from .safety.commands import CommandPolicy
+
+            gate.sidecar.use_policy(CommandPolicy(self._policy_settings()))
+        if gate.approvals is None:
+            from .safety.approvals import Approvals
+
+            gate.approvals = Approvals(self.outbox, timeout_seconds=gate.approval_timeout_seconds)
+        if gate.audit is None and store is not None:
+            from .safety.audit import AuditLog
+
+            gate.audit = AuditLog(store, emit=self.submit)
+        return gate
+
+    def _policy_settings(self) -> PolicySettings:
+        """The command policy's settings, with the runtime's workdir as its workspace unless
+        the settings name one (a shell tool's writes there need no approval)."""
+        from .safety.commands import PolicySettings
+
+        given = next((s for s in self.settings if isinstance(s, PolicySettings)), None)
+        settings = given or PolicySettings()
+        if settings.workspace is None and self.workdir is not None:
+            settings = settings.model_copy(update={"workspace": self.workdir.resolve()})
+        return settings
 
     async def _close_store(self) -> None:
         if self.store is not None:
@@ -280,11 +330,32 @@ class Runtime:
         await session.wait_started()
 
     async def submit(self, event: Event) -> Decision:
-        """Persist an event and hand it to its session; returns how it was routed."""
+        """Persist an event and hand it to its session; returns how it was routed.
+
+        A user's answer to an open approval request ("/approve a3f9", or "yes" while one
+        question is open) is stored as consumed and answers the request; the agent does not
+        see it as a new message."""
+        if self._answers_approval(event):
+            if self.store is not None:
+                await self.store.add_event(event, status="consumed")
+            return Decision(Strategy.QUEUE, reason="an answer to an approval request", wake=False)
         if self.store is not None:
             await self.store.add_event(event)
         session = await self.session(event.session)
         return await session.handle(event)
+
+    def _answers_approval(self, event: Event) -> bool:
+        gate = self.gate
+        if gate is None or gate.approvals is None or event.kind != USER_INPUT:
+            return False
+        if not isinstance(event.content, str):
+            return False
+        return gate.approvals.answer_from_text(event.session, event.content)
+
+    @property
+    def approvals(self) -> Approvals | None:
+        """Open approval requests, to list and answer from code (a web console, a bot)."""
+        return self.gate.approvals if self.gate is not None else None
 
     async def submit_many(self, events: Sequence[Event]) -> list[Decision]:
         """Persist several events in one write, then hand each to its session, in order.

@@ -12,6 +12,7 @@ from .tools.tasks import TaskManager
 
 if TYPE_CHECKING:
     from .channels.timers import TimerService
+    from .safety.gate import CallGate
     from .store.sqlite import Store
 
 Emit = Callable[[Event], Awaitable[object]]
@@ -56,6 +57,13 @@ class Services:
     workdir: Path | None = None
     # Settings of tool families by their class (e.g. the web tools' base URLs); see `settings`.
     settings: dict[type[Any], Any] = field(default_factory=dict)
+    # The safety layers every tool call passes through (sidecar, approvals, reviewer, audit);
+    # None runs calls unchecked (tests of single tools, and embedders who check elsewhere).
+    gate: CallGate | None = None
+    # What tool families keep for the life of the runtime or MCP connection (a shell history,
+    # running interpreters), by class; see `state_of`. The owner of the services closes it
+    # (`close_state`) when it ends.
+    state: dict[type[Any], Any] = field(default_factory=dict)
 
 
 S = TypeVar("S")
@@ -65,3 +73,20 @@ def settings_of(services: Services, kind: type[S]) -> S:
     """The settings of one kind the runtime or server was given, or that kind's defaults."""
     found = services.settings.get(kind)
     return found if isinstance(found, kind) else kind()
+
+
+def state_of(services: Services, kind: type[S]) -> S:
+    """The services' state object of one kind, created with `kind()` on first use."""
+    found = services.state.get(kind)
+    if not isinstance(found, kind):
+        found = kind()
+        services.state[kind] = found
+    return found
+
+
+async def close_state(services: Services) -> None:
+    """Close every state object that can be closed (`aclose()`), newest first."""
+    for value in reversed(list(services.state.values())):
+        aclose = getattr(value, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -10,7 +10,7 @@ from mcp import Client
 from pydantic import Field
 
 from wakeful.errors import ToolError, UserError
-from wakeful.servers import build_server
+from wakeful.servers.bridge import build_server
 from wakeful.tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 
 

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from perception_tree import AWKWARD, make_tree, text_of
 
-from wakeful.servers.perception import FILE_TOOLS, PERCEPTION_TOOLS, perception_server
+from wakeful.servers.perception.server import FILE_TOOLS, PERCEPTION_TOOLS, perception_server
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from tool_services import tool_services
 from wakeful.errors import ToolError
-from wakeful.servers.perception import read_file
+from wakeful.servers.perception.read_file import read_file
 from wakeful.tools.spec import ToolContext, ToolResult
 
 GIB = 1 << 30

@@ -320,13 +320,53 @@ def test_migrations_apply_in_order_and_a_failing_step_changes_nothing(tmp_path: 
         broken = Migration(
             "half done", ("CREATE TABLE half (id INTEGER)", "ALTER TABLE nowhere ADD x")
         )
-        with pytest.raises(StoreError, match="left at version 2, unchanged"):
+        with pytest.raises(StoreError, match=f"left at version {len(MIGRATIONS) + 1}, unchanged"):
             apply_migrations(conn, path, [*MIGRATIONS, extra, broken])
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert "notes" in tables and "half" not in tables
         assert conn.execute("SELECT value FROM meta WHERE key = 'keep'").fetchone() == ("me",)
     finally:
         conn.close()
+
+
+async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    event = user_input("from before the upgrade")
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        assert apply_migrations(conn, db_path, MIGRATIONS[:1]) == 1
+        conn.execute(
+            "INSERT INTO events (id, session, kind, ts, status, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (event.id, event.session, event.kind, event.ts.isoformat(), "pending", event.to_json()),
+        )
+        record = task_record("t_old", state="done")
+        conn.execute(
+            "INSERT INTO tasks (id, session, state, data) VALUES (?, ?, ?, ?)",
+            (record.id, record.session, record.state, json.dumps(record.to_dict())),
+        )
+    finally:
+        conn.close()
+    with pytest.raises(StoreError, match="schema version 1 and this wakeful needs 2"):
+        Store.read_only(db_path)
+    assert raw_version(db_path) == 1
+
+    async with await Store.open(db_path) as store:
+        assert await store.pending_events() == [event]
+        assert [t.id for t in await store.tasks()] == ["t_old"]
+        assert await store.idempotency_entry("send_email", "k1") is None
+    assert raw_version(db_path) == 2
+    conn = sqlite3.connect(db_path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    descriptions = conn.execute("SELECT version, description FROM schema_version").fetchall()
+    conn.close()
+    assert {"idempotency_keys", "confirmations", "audit"} <= tables
+    assert descriptions == [
+        (1, "events, trajectories, tasks, timers"),
+        (2, "idempotency keys, confirmation tokens, audit log"),
+    ]
+    with Store.read_only(db_path) as reader:
+        assert reader.schema_version() == 2
+        assert reader.audit_rows() == []
 
 
 @pytest.mark.parametrize(

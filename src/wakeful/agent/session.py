@@ -37,7 +37,15 @@ from ..messages import (
     UserMessage,
     image_attachments,
 )
-from ..models.base import Model, ModelRequest, StreamPart, ToolDefinition, TurnEnd, Usage
+from ..models.base import (
+    Model,
+    ModelRequest,
+    StreamPart,
+    ToolCallPart,
+    ToolDefinition,
+    TurnEnd,
+    Usage,
+)
 from ..services import Services
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.shaping import Compressor, shape
@@ -322,6 +330,11 @@ class AgentSession:
                         if isinstance(part, TurnEnd):
                             end = part
                         else:
+                            if isinstance(part, ToolCallPart) and self.services.gate is not None:
+                                # The sidecar starts now, while the model goes on streaming.
+                                tool = self.registry.get(part.call.name)
+                                spec = tool.spec if tool is not None else None
+                                self.services.gate.begin(self.id, part.call, spec, self._tg)
                             self.observer.on_stream_part(self.id, part)
             except ModelAPIError as exc:
                 self._scope = None
@@ -329,6 +342,8 @@ class AgentSession:
                 return None
         self._scope = None
         if end is None:
+            if self.services.gate is not None:
+                self.services.gate.discard(self.id)
             reason = "interrupted by an urgent event" if scope.cancel_called else "no final turn"
             self.observer.on_turn_discarded(self.id, reason)
             return None
@@ -575,4 +590,12 @@ class _CallRunner:
     async def __call__(self, handle: TaskHandle) -> ToolResult:
         s = self._session
         ctx = ToolContext(s.id, self._call.id, self._call.name, s.services, task=handle)
-        return await execute_call(self._tool, self._call, ctx, s.registry)
+        gate = s.services.gate
+        if gate is None:
+            return await execute_call(self._tool, self._call, ctx, s.registry)
+        return await gate.run(
+            self._tool, self._call, ctx, self._execute, recent=lambda: s.trajectory.messages
+        )
+
+    async def _execute(self, ctx: ToolContext) -> ToolResult:
+        return await execute_call(self._tool, self._call, ctx, self._session.registry)

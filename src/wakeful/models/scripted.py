@@ -35,7 +35,9 @@ from .base import (
 class Turn:
     """One scripted assistant turn.
 
-    `delay` is waited before the first part, `chunk_delay` between streamed chunks. When
+    `delay` is waited before the first part, `chunk_delay` between streamed chunks (and between
+    tool calls), `after_calls_delay` between the last tool call and the end of the turn (a model
+    still streaming after it emitted a call). When
     `error` is set, the stream raises it after `error_after_chunks` text chunks, as a provider
     failing mid-stream would.
     """
@@ -47,6 +49,7 @@ class Turn:
     chunk_delay: float = 0.0
     error: ModelAPIError | None = None
     error_after_chunks: int = 0
+    after_calls_delay: float = 0.0
 
 
 def call(name: str, /, call_id: str | None = None, **arguments: Any) -> ToolCall:
@@ -81,8 +84,12 @@ async def _play(turn: Turn, model_name: str) -> AsyncGenerator[StreamPart, None]
         yield TextDelta(chunk)
     if turn.error is not None:
         raise turn.error
-    for tool_call in turn.tool_calls:
+    for i, tool_call in enumerate(turn.tool_calls):
+        if i and turn.chunk_delay:
+            await anyio.sleep(turn.chunk_delay)
         yield ToolCallPart(tool_call)
+    if turn.tool_calls and turn.after_calls_delay:
+        await anyio.sleep(turn.after_calls_delay)
     message = AssistantMessage(
         content=turn.text, thinking=turn.thinking, tool_calls=list(turn.tool_calls)
     )

@@ -1,7 +1,3 @@
-"""MCP servers that wakeful runs: the bridge that serves our tools, and the servers built on it."""
-
-from __future__ import annotations
-
-from .bridge import build_server, describe_for_mcp, mcp_tool
-
-__all__ = ["build_server", "describe_for_mcp", "mcp_tool"]
+"""MCP servers that wakeful runs: the bridge that serves our tools (:mod:`.bridge`), and the
+servers built on it (:mod:`.perception`, :mod:`.execution`). Nothing is imported here, so a tool
+module can be used without loading the MCP SDK."""

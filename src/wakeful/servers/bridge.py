@@ -17,21 +17,28 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import UserError
 from ..events import Event
 from ..messages import ToolCall
-from ..services import Services
+from ..safety.gate import ApprovalDeferred, CallGate
+from ..safety.verdict import Verdict
+from ..services import Services, close_state
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.spec import Tool, ToolContext, ToolResult
 from ..tools.tasks import TaskManager
+
+if TYPE_CHECKING:
+    from ..store.sqlite import Store
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +54,17 @@ def build_server(
     workdir: Path | None = None,
     version: str = "",
     settings: Sequence[object] = (),
+    store_path: Path | None = None,
+    gate: CallGate | None = None,
 ) -> BridgeServer:
     """An MCP server that lists `tools` and runs their calls through wakeful's validation.
 
     `workdir` becomes `Services.workdir` for the tools' context: the directory file and shell
-    tools work in; `settings` become `Services.settings` (by class). Raises UserError if two
-    tools share a name.
+    tools work in; `settings` become `Services.settings` (by class). With `store_path`, a
+    wakeful store is opened there for the connection's life (idempotency keys, confirmation
+    tokens, the audit log). With `gate`, every call passes the safety layers; a call they would
+    ask a person about is put to the client's user through MCP elicitation, and refused when the
+    client cannot ask. Raises UserError if two tools share a name.
     """
     try:
         registry = ToolRegistry(tools)
@@ -67,7 +79,7 @@ def build_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Services], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         call_id = str(ctx.request_id) if ctx.request_id is not None else "mcp"
         call = ToolCall(
             id=call_id,
@@ -80,20 +92,50 @@ def build_server(
             tool_name=params.name,
             services=ctx.lifespan_context,
         )
-        result = await execute_call(registry.get(params.name), call, tool_ctx, registry)
+        found = registry.get(params.name)
+        tool_gate = tool_ctx.services.gate
+        if tool_gate is None:
+            result = await execute_call(found, call, tool_ctx, registry)
+            return call_tool_result(result)
+
+        async def execute(checked: ToolContext) -> ToolResult:
+            return await execute_call(found, call, checked, registry)
+
+        async def ask(tool_name: str, summary: str, reasons: tuple[str, ...]) -> Verdict:
+            return await ask_client_user(ctx, params, tool_name, summary, reasons)
+
+        try:
+            result = await tool_gate.run(found, call, tool_ctx, execute, ask=ask)
+        except _AskInNextRound as pending:
+            return types.InputRequiredResult(input_requests={APPROVAL_KEY: pending.request})
         return call_tool_result(result)
 
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
-        async with anyio.create_task_group() as tg:
+        async with AsyncExitStack() as stack:
+            store = None
+            if store_path is not None:
+                from ..store.sqlite import Store
+
+                store_path.parent.mkdir(parents=True, exist_ok=True)
+                store = await stack.enter_async_context(await Store.open(store_path))
+            connection_gate = _gate_for_connection(gate, store)
+            tg = await stack.enter_async_context(anyio.create_task_group())
             tasks = TaskManager(tg, _drop_event)
-            yield Services(
+            services = Services(
                 tasks=tasks,
                 emit=_drop_event,
                 workdir=workdir,
                 settings={type(value): value for value in settings},
+                store=store,
+                gate=connection_gate,
             )
-            tasks.cancel_all("the MCP connection closed")
+            try:
+                yield services
+            finally:
+                tasks.cancel_all("the MCP connection closed")
+                with anyio.CancelScope(shield=True):
+                    await close_state(services)
 
     return Server(
         name,
@@ -104,6 +146,82 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _gate_for_connection(gate: CallGate | None, store: Store | None) -> CallGate | None:
+    """The server's gate with an audit log on this connection's store (when there is one)."""
+    if gate is None or store is None or gate.audit is not None:
+        return gate
+    from ..safety.audit import AuditLog
+
+    return replace(gate, audit=AuditLog(store))
+
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Run it?", "description": "Yes to run the call."},
+        "reason": {"type": "string", "title": "Why (optional)"},
+    },
+    "required": ["approve"],
+}
+
+
+APPROVAL_KEY = "wakeful_approval"
+
+
+class _AskInNextRound(ApprovalDeferred):
+    """On a 2026-era connection the server cannot send the client a request; it answers
+    "input required" with the question, and the client retries the call with the answer."""
+
+    def __init__(self, request: types.ElicitRequest) -> None:
+        super().__init__("approval asked in an input-required result")
+        self.request = request
+
+
+async def ask_client_user(
+    ctx: ServerRequestContext[Services],
+    params: types.CallToolRequestParams,
+    tool_name: str,
+    summary: str,
+    reasons: tuple[str, ...],
+) -> Verdict:
+    """Ask the client's user about one call through MCP elicitation; no way to ask is a no.
+
+    A 2026-era client gets the question in an input-required result and retries the call with
+    the answer; an older one gets an `elicitation/create` request while the call waits."""
+    answered = (params.input_responses or {}).get(APPROVAL_KEY)
+    if isinstance(answered, types.ElicitResult):
+        return _verdict_of(answered)
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return Verdict(
+            "deny",
+            (
+                *reasons,
+                "It needs a person's approval and this MCP client cannot ask one (it does not "
+                "support elicitation), so it was not run. Use a client that supports "
+                "elicitation, or change the policy.",
+            ),
+        )
+    message = f"Approve {tool_name} {summary}?\n" + " ".join(reasons)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        form = types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
+        raise _AskInNextRound(types.ElicitRequest(params=form))
+    answer = await ctx.session.elicit_form(
+        message, APPROVAL_SCHEMA, related_request_id=ctx.request_id
+    )
+    return _verdict_of(answer)
+
+
+def _verdict_of(answer: types.ElicitResult) -> Verdict:
+    content = answer.content or {}
+    why = str(content.get("reason") or "").strip()
+    if answer.action == "accept" and content.get("approve") is True:
+        return Verdict("allow", (f"Approved by the client's user{': ' + why if why else '.'}",))
+    if answer.action == "cancel":
+        return Verdict("deny", ("The client's user dismissed the approval request.",))
+    return Verdict("deny", (f"The client's user declined{': ' + why if why else '.'}",))
 
 
 def mcp_tool(tool: Tool) -> types.Tool:

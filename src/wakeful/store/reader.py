@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 from ..channels.timer_schedules import TimerRecord
 from ..errors import StoreError, UserError
@@ -21,8 +21,11 @@ from ..tools.tasks import TaskRecord
 from .schema import MIGRATIONS, check_not_newer, connect, not_a_store, read_schema_version
 
 __all__ = [
+    "AuditRow",
     "EventStatus",
+    "IdempotencyEntry",
     "StoreReader",
+    "StoredConfirmation",
     "StoredEvent",
     "decode_row",
     "open_reader",
@@ -40,6 +43,52 @@ class StoredEvent(NamedTuple):
     rowid: int
     status: EventStatus
     event: Event
+
+
+class IdempotencyEntry(NamedTuple):
+    """A stored idempotency key: its claim, and the outcome once the action has finished.
+
+    `state` is 'running' (claimed by the store instance `owner`), 'done' (`result` holds the JSON
+    of the result) or 'failed' (the action raised or was cancelled: its effect is unknown).
+    """
+
+    tool: str
+    key: str
+    arguments_hash: str
+    state: Literal["running", "done", "failed"]
+    owner: str
+    started_at: str
+    finished_at: str | None
+    result: str | None
+    error: str | None
+
+
+class StoredConfirmation(NamedTuple):
+    """A confirmation token as stored; `field_hashes` maps each top-level argument to its hash."""
+
+    token: str
+    tool: str
+    arguments_hash: str
+    field_hashes: dict[str, str]
+    preview: Any
+    issued_at: str
+    expires_at: str
+    state: Literal["issued", "used", "failed"]
+    used_at: str | None
+    error: str | None
+
+
+class AuditRow(NamedTuple):
+    """One audited tool call; `data` holds its arguments, decisions and error excerpt."""
+
+    seq: int
+    ts: str
+    session: str
+    tool: str
+    call_id: str
+    status: str
+    duration_ms: float
+    data: dict[str, Any]
 
 
 def open_reader(path: Path, *, read_only_file: bool) -> StoreReader:
@@ -193,6 +242,89 @@ class StoreReader:
             decode_row(self.path, f"timer {timer_id}", partial(timer_from_json, data))
             for timer_id, data in rows
         ]
+
+    # -- safety: idempotency keys, confirmation tokens, audit --
+
+    def idempotency_entry(self, tool: str, key: str) -> IdempotencyEntry | None:
+        rows = self._rows(
+            f"SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency_keys WHERE tool = ? AND key = ?",
+            (tool, key),
+        )
+        return IdempotencyEntry(*rows[0]) if rows else None
+
+    def confirmation(self, token: str) -> StoredConfirmation | None:
+        rows = self._rows(
+            f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations WHERE token = ?", (token,)
+        )
+        return confirmation_from_row(self.path, rows[0]) if rows else None
+
+    def audit_rows(
+        self,
+        *,
+        since: str | None = None,
+        session: str | None = None,
+        tool: str | None = None,
+        after_seq: int = 0,
+        limit: int = 1000,
+    ) -> list[AuditRow]:
+        """Audited calls in the order they were recorded, the first `limit` after `after_seq`.
+
+        `since` is a UTC time as the store writes it (fixed-width ISO text).
+        """
+        where: list[str] = ["seq > ?"]
+        params: list[Any] = [after_seq]
+        for column, op, value in (
+            ("ts", ">=", since),
+            ("session", "=", session),
+            ("tool", "=", tool),
+        ):
+            if value is not None:
+                where.append(f"{column} {op} ?")
+                params.append(value)
+        rows = self._rows(
+            f"SELECT {AUDIT_COLUMNS} FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
+            [*params, max(0, limit)],
+        )
+        return [audit_from_row(self.path, row) for row in rows]
+
+    def audit_durations(self, since: str | None = None) -> list[tuple[str, str, float]]:
+        """(tool, status, duration_ms) of every audited call since `since`, for statistics."""
+        sql, params = "SELECT tool, status, duration_ms FROM audit", []
+        if since is not None:
+            sql, params = sql + " WHERE ts >= ?", [since]
+        return [(tool, status, float(ms)) for tool, status, ms in self._rows(sql, params)]
+
+
+IDEMPOTENCY_COLUMNS: Final = (
+    "tool, key, arguments_hash, state, owner, started_at, finished_at, result, error"
+)
+CONFIRMATION_COLUMNS: Final = (
+    "token, tool, arguments_hash, field_hashes, preview, issued_at, expires_at, state, used_at, "
+    "error"
+)
+AUDIT_COLUMNS: Final = "seq, ts, session, tool, call_id, status, duration_ms, data"
+
+
+def confirmation_from_row(path: Path, row: Sequence[Any]) -> StoredConfirmation:
+    token, tool, arguments_hash, field_hashes, preview, *rest = row
+    return decode_row(
+        path,
+        f"confirmation token of {tool}",
+        lambda: StoredConfirmation(
+            token, tool, arguments_hash, json.loads(field_hashes), json.loads(preview), *rest
+        ),
+    )
+
+
+def audit_from_row(path: Path, row: Sequence[Any]) -> AuditRow:
+    seq, ts, session, tool, call_id, status, duration_ms, data = row
+    return decode_row(
+        path,
+        f"audit record #{seq}",
+        lambda: AuditRow(
+            seq, ts, session, tool, call_id, status, float(duration_ms), json.loads(data)
+        ),
+    )
 
 
 def task_from_json(data: str) -> TaskRecord:

@@ -83,6 +83,52 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX timers_by_next_fire ON timers (active, next_fire)",
         ),
     ),
+    Migration(
+        "idempotency keys, confirmation tokens, audit log",
+        (
+            # One row per (tool, key): claimed as 'running' before the action runs, so a
+            # duplicate call or a restart finds the claim instead of running the action again.
+            """CREATE TABLE idempotency_keys (
+                tool TEXT NOT NULL,
+                key TEXT NOT NULL,
+                arguments_hash TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('running', 'done', 'failed')),
+                owner TEXT NOT NULL,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                result TEXT,
+                error TEXT,
+                PRIMARY KEY (tool, key)
+            )""",
+            # Arguments are kept as hashes only (whole and per top-level field): enough to tell
+            # which field changed, without keeping message bodies or secrets.
+            """CREATE TABLE confirmations (
+                token TEXT PRIMARY KEY,
+                tool TEXT NOT NULL,
+                arguments_hash TEXT NOT NULL,
+                field_hashes TEXT NOT NULL,
+                preview TEXT NOT NULL,
+                issued_at TEXT NOT NULL,
+                expires_at TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('issued', 'used', 'failed')),
+                used_at TEXT,
+                error TEXT
+            )""",
+            "CREATE INDEX confirmations_by_expiry ON confirmations (expires_at)",
+            """CREATE TABLE audit (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                ts TEXT NOT NULL,
+                session TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                duration_ms REAL NOT NULL,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX audit_by_ts ON audit (ts)",
+            "CREATE INDEX audit_by_tool ON audit (tool, ts)",
+        ),
+    ),
 )
 
 

@@ -1,4 +1,5 @@
-"""The SQLite store: events, trajectories, tasks and timers in one file that survives restarts.
+"""The SQLite store: events, trajectories, tasks, timers and the safety records (idempotency keys,
+confirmation tokens, the audit log) in one file that survives restarts.
 
 :class:`Store` is the runtime's async view of the file. Its writes go to one writer thread that
 commits them in batches (see :mod:`.writer`); its reads use a second connection on anyio's worker
@@ -18,13 +19,14 @@ CLI commands read the same file, running runtime or not, with the synchronous
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar, cast, get_args
+from typing import Any, TypeVar, cast, get_args
 
 import anyio
 import anyio.to_thread
@@ -34,16 +36,32 @@ from ..errors import StoreError, UserError
 from ..events import Event
 from ..messages import Message, message_to_json
 from ..tools.tasks import TaskRecord
-from .reader import EventStatus, StoredEvent, StoreReader, decode_row, open_reader, task_from_json
+from .reader import (
+    CONFIRMATION_COLUMNS,
+    IDEMPOTENCY_COLUMNS,
+    AuditRow,
+    EventStatus,
+    IdempotencyEntry,
+    StoredConfirmation,
+    StoredEvent,
+    StoreReader,
+    confirmation_from_row,
+    decode_row,
+    open_reader,
+    task_from_json,
+)
 from .schema import MIGRATIONS, Migration, apply_migrations
 from .writer import WriterThread, WriteSync, open_write_connection
 
 __all__ = [
     "MIGRATIONS",
+    "AuditRow",
     "EventStatus",
+    "IdempotencyEntry",
     "Migration",
     "Store",
     "StoreReader",
+    "StoredConfirmation",
     "StoredEvent",
     "WriteSync",
     "apply_migrations",
@@ -85,6 +103,9 @@ class Store:
         self._writer = WriterThread(writer, path)
         self._writer.start()
         self._closed = False
+        # Names this opening of the file: an idempotency claim made by another instance (one
+        # that has since stopped or crashed) is known not to be running here.
+        self.instance_id = secrets.token_hex(8)
 
     @classmethod
     async def open(cls, path: str | Path, *, synchronous: WriteSync = "full") -> Store:
@@ -316,6 +337,188 @@ class Store:
         self, session: str | None = None, *, active_only: bool = False
     ) -> list[TimerRecord]:
         return await self._read(partial(self._reader.timers, session, active_only=active_only))
+
+    # -- idempotency keys --
+
+    async def claim_idempotency_key(
+        self, tool: str, key: str, arguments_hash: str, started_at: datetime
+    ) -> IdempotencyEntry | None:
+        """Claim (tool, key) for a run by this store instance; None when claimed now.
+
+        When the key is already stored, nothing changes and its entry is returned: the claim and
+        the check are one write, so two calls with one key cannot both claim it.
+        """
+        row = (tool, key, arguments_hash, self.instance_id, _utc_key(started_at))
+
+        def apply(conn: sqlite3.Connection) -> IdempotencyEntry | None:
+            found = conn.execute(
+                f"SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency_keys WHERE tool = ? AND key = ?",
+                (tool, key),
+            ).fetchone()
+            if found is not None:
+                return IdempotencyEntry(*found)
+            conn.execute(
+                "INSERT INTO idempotency_keys (tool, key, arguments_hash, state, owner, "
+                "started_at) VALUES (?, ?, ?, 'running', ?, ?)",
+                row,
+            )
+            return None
+
+        return await self._write(apply, f"the idempotency key {key!r} of {tool}")
+
+    async def finish_idempotency_key(
+        self,
+        tool: str,
+        key: str,
+        finished_at: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record the outcome of a claimed key: `result` (JSON) when done, else `error`."""
+        state = "done" if result is not None else "failed"
+        params = (state, _utc_key(finished_at), result, error, tool, key)
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE idempotency_keys SET state = ?, finished_at = ?, result = ?, error = ? "
+                "WHERE tool = ? AND key = ?",
+                params,
+            )
+
+        await self._write(apply, f"the outcome of idempotency key {key!r} of {tool}")
+
+    async def release_idempotency_key(self, tool: str, key: str) -> None:
+        """Forget a claim whose action did not start, so the key can be used again."""
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key))
+
+        await self._write(apply, f"the release of idempotency key {key!r} of {tool}")
+
+    async def idempotency_entry(self, tool: str, key: str) -> IdempotencyEntry | None:
+        return await self._read(partial(self._reader.idempotency_entry, tool, key))
+
+    # -- confirmation tokens --
+
+    async def add_confirmation(self, entry: StoredConfirmation) -> None:
+        """Store a newly issued confirmation token."""
+        row = (
+            entry.token,
+            entry.tool,
+            entry.arguments_hash,
+            json.dumps(entry.field_hashes, sort_keys=True),
+            json.dumps(entry.preview, ensure_ascii=False, default=str),
+            entry.issued_at,
+            entry.expires_at,
+            entry.state,
+        )
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO confirmations (token, tool, arguments_hash, field_hashes, preview, "
+                "issued_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+        await self._write(apply, f"a confirmation token of {entry.tool}")
+
+    async def use_confirmation(
+        self,
+        token: str,
+        check: Callable[[StoredConfirmation | None], None],
+        used_at: datetime,
+    ) -> None:
+        """Mark `token` used if `check` (run on the stored token, or None) raises nothing.
+
+        Check and mark are one write, so a token is used at most once even under concurrency.
+        """
+        path = self.path
+
+        def apply(conn: sqlite3.Connection) -> None:
+            found = conn.execute(
+                f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations WHERE token = ?", (token,)
+            ).fetchone()
+            check(confirmation_from_row(path, found) if found is not None else None)
+            conn.execute(
+                "UPDATE confirmations SET state = 'used', used_at = ? WHERE token = ?",
+                (_utc_key(used_at), token),
+            )
+
+        await self._write(apply, "the use of a confirmation token")
+
+    async def fail_confirmation(self, token: str, error: str) -> bool:
+        """Record that the action a token confirmed failed; return whether the token is stored."""
+
+        def apply(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE confirmations SET state = 'failed', error = ? WHERE token = ?",
+                (error, token),
+            )
+            return cursor.rowcount > 0
+
+        return await self._write(apply, "the failure of a confirmed action")
+
+    async def confirmation(self, token: str) -> StoredConfirmation | None:
+        return await self._read(partial(self._reader.confirmation, token))
+
+    # -- audit log --
+
+    def add_audit_nowait(
+        self,
+        *,
+        ts: datetime,
+        session: str,
+        tool: str,
+        call_id: str,
+        status: str,
+        duration_ms: float,
+        data: dict[str, Any],
+    ) -> None:
+        """Queue one audited call without waiting for its commit; await :meth:`flush` to wait."""
+        row = (
+            _utc_key(ts),
+            session,
+            tool,
+            call_id,
+            status,
+            duration_ms,
+            json.dumps(data, ensure_ascii=False, default=str),
+        )
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO audit (ts, session, tool, call_id, status, duration_ms, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+        self._write_nowait(apply, f"the audit record of call {call_id}")
+
+    async def audit_rows(
+        self,
+        *,
+        since: datetime | None = None,
+        session: str | None = None,
+        tool: str | None = None,
+        after_seq: int = 0,
+        limit: int = 1000,
+    ) -> list[AuditRow]:
+        """See :meth:`StoreReader.audit_rows`."""
+        read = partial(
+            self._reader.audit_rows,
+            since=_utc_key(since),
+            session=session,
+            tool=tool,
+            after_seq=after_seq,
+            limit=limit,
+        )
+        return await self._read(read)
+
+
+def utc_key(when: datetime) -> str:
+    """A UTC time as the store writes it: fixed-width ISO text whose order is time order."""
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _check_status(status: str) -> None:

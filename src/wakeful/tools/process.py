@@ -4,7 +4,8 @@
 merged stdout and stderr into a task's output line by line, and enforces a timeout. Whatever way
 the run ends (exit, timeout, cancellation), the whole group is stopped (SIGTERM, a short grace,
 then SIGKILL) and the shell is reaped under a shielded cancel scope, so no process is left behind
-unless it left the group on purpose (`setsid`); the sandbox closes that gap later.
+unless it left the group on purpose (`setsid`); the sandbox (:mod:`wakeful.safety.sandbox`)
+closes that gap: give `run_process` the sandboxed `argv` instead of a `command`.
 
 Processes the command leaves running in the background (`server &`) are stopped when the shell
 exits: a long-running process belongs in the foreground of a background run.
@@ -18,16 +19,17 @@ import re
 import signal
 import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import DEVNULL, PIPE, STDOUT
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
+from anyio.streams.file import FileWriteStream
 
-from ..errors import ToolError
+from ..errors import ToolError, UserError
 from .spec import ToolResult
 
 if TYPE_CHECKING:
@@ -51,25 +53,66 @@ DEFAULT_TIMEOUT_HINT = (
 
 async def run_process(
     handle: TaskHandle | None,
-    command: str,
+    command: str | None = None,
     *,
+    argv: Sequence[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,  # noqa: ASYNC109 - a timeout is reported in the result, not raised
     kill_grace: float = KILL_GRACE_SECONDS,
     timeout_hint: str = DEFAULT_TIMEOUT_HINT,
 ) -> ToolResult:
-    """Run `bash -c command` in its own process group and return its exit code and output.
+    """Run `bash -c command` (or `argv` as given) in its own process group; return its result.
 
-    Output lines go to `handle.add_output` as they arrive (so `task_status` and monitors see them
-    live); the result keeps the first and last 50 lines. A non-zero exit or a timeout is an error
-    result. Cancellation stops the whole process group before it propagates. Raises ToolError
-    when the command cannot be started at all.
+    Pass exactly one of `command` and `argv`; `argv` is for commands already wrapped, e.g. by
+    :meth:`wakeful.safety.sandbox.Sandbox.prepare`. Output lines go to `handle.add_output` as
+    they arrive (so `task_status` and monitors see them live); the result keeps the first and
+    last 50 lines. A non-zero exit or a timeout is an error result. Cancellation stops the whole
+    process group before it propagates. Raises ToolError when the command cannot be started.
     """
-    capture = OutputCapture(handle)
+    outcome = await run_to_end(
+        handle,
+        _argv_of(command, argv),
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        kill_grace=kill_grace,
+    )
+    if outcome.timed_out:
+        return _timeout_result(outcome.capture, timeout, timeout_hint)
+    assert outcome.returncode is not None
+    return _exit_result(outcome.returncode, outcome.capture, outcome.leftovers_stopped)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOutcome:
+    """How a process run ended, and its captured output; `returncode` is None after a timeout."""
+
+    returncode: int | None
+    timed_out: bool
+    leftovers_stopped: bool
+    capture: OutputCapture
+
+
+async def run_to_end(
+    handle: TaskHandle | None,
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109 - a timeout is reported in the outcome
+    kill_grace: float = KILL_GRACE_SECONDS,
+    capture: OutputCapture | None = None,
+) -> ProcessOutcome:
+    """Run `argv` in a new process group until it ends, times out or is cancelled.
+
+    The lower half of :func:`run_process`, for tools that shape their own result (and may pass
+    an :class:`OutputCapture` that keeps more lines or saves the whole output to a file).
+    """
+    capture = capture if capture is not None else OutputCapture(handle)
     try:
         process = await anyio.open_process(
-            ["bash", "-c", command],
+            list(argv),
             stdin=DEVNULL,
             stdout=PIPE,
             stderr=STDOUT,
@@ -80,7 +123,8 @@ async def run_process(
     except OSError as exc:
         raise ToolError(
             f"The command could not be started: {exc}. Check that the working directory "
-            f"{str(cwd or os.getcwd())!r} exists and that bash is installed on the PATH."
+            f"{str(cwd or os.getcwd())!r} exists and that {_program(argv)} is installed on the "
+            "PATH."
         ) from exc
     leftovers_stopped = False
     timed_out = False
@@ -93,11 +137,30 @@ async def run_process(
             if await stop_process_group(process, kill_grace):
                 leftovers_stopped = True
             await process.aclose()
+            if capture.saved is not None:
+                await capture.saved.aclose()
     capture.finish()
-    if timed_out:
-        return _timeout_result(capture, timeout, timeout_hint)
-    assert process.returncode is not None
-    return _exit_result(process.returncode, capture, leftovers_stopped)
+    return ProcessOutcome(
+        returncode=None if timed_out else process.returncode,
+        timed_out=timed_out,
+        leftovers_stopped=leftovers_stopped,
+        capture=capture,
+    )
+
+
+def _program(argv: Sequence[str]) -> str:
+    return "bash" if argv[0] == "bash" else repr(argv[0])
+
+
+def _argv_of(command: str | None, argv: Sequence[str] | None) -> list[str]:
+    if (command is None) == (argv is None):
+        raise UserError("run_process needs exactly one of `command` (a bash line) and `argv`.")
+    if argv is not None:
+        if not argv:
+            raise UserError("run_process got an empty `argv`; give the program and arguments.")
+        return list(argv)
+    assert command is not None
+    return ["bash", "-c", command]
 
 
 async def _run_to_exit(process: Process, capture: OutputCapture, kill_grace: float) -> bool:
@@ -202,20 +265,77 @@ def group_has_live_members(pgid: int) -> bool:
 
 
 @dataclass
+class OutputFile:
+    """Where the whole output of a command is saved as it is read, up to `limit_bytes`.
+
+    Open it with :meth:`create` before the command starts, so the command cannot swap the path
+    for a symlink first; what passes the limit is dropped and counted, so a command that prints
+    forever cannot fill the disk.
+    """
+
+    path: Path
+    limit_bytes: int
+    written: int = 0
+    dropped: int = 0
+    _stream: FileWriteStream | None = None
+
+    @classmethod
+    async def create(cls, path: Path, limit_bytes: int) -> OutputFile:
+        """Create (or empty) the file at `path`, refusing to follow a symlink there."""
+
+        def open_file() -> BinaryIO:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.fdopen(os.open(path, flags, 0o644), "wb")
+
+        saved = cls(path, limit_bytes)
+        saved._stream = FileWriteStream(await anyio.to_thread.run_sync(open_file))
+        return saved
+
+    @property
+    def complete(self) -> bool:
+        return self.dropped == 0
+
+    async def write(self, data: bytes) -> None:
+        room = self.limit_bytes - self.written
+        kept = data[: max(room, 0)]
+        self.dropped += len(data) - len(kept)
+        if kept and self._stream is not None:
+            await self._stream.send(kept)
+            self.written += len(kept)
+
+    async def aclose(self) -> None:
+        if self._stream is not None:
+            await self._stream.aclose()
+            self._stream = None
+
+
+@dataclass
 class OutputCapture:
-    """Splits a byte stream into lines, feeds them to a task, and keeps a head and a tail."""
+    """Splits a byte stream into lines, feeds them to a task, and keeps a head and a tail.
+
+    `head_lines` and `tail_lines` say how many lines are kept (50 each by default); `saved`, if
+    given, receives every byte as it is read.
+    """
 
     handle: TaskHandle | None
+    head_lines: int = HEAD_LINES
+    tail_lines: int = TAIL_LINES
+    saved: OutputFile | None = None
     head: list[str] = field(default_factory=list)
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    tail: deque[str] = field(default_factory=deque)
     line_count: int = 0
     undecodable: bool = False
     closed: anyio.Event = field(default_factory=anyio.Event)
     _pending: bytes = b""
 
+    def __post_init__(self) -> None:
+        self.tail = deque(self.tail, maxlen=self.tail_lines)
+
     async def read(self, stream: ByteReceiveStream) -> None:
         """Consume `stream` to its end; `closed` is set when it ends."""
         async for chunk in stream:
+            if self.saved is not None:
+                await self.saved.write(chunk)
             before = self.handle.percent if self.handle is not None else None
             self.feed(chunk)
             if self.handle is not None and self.handle.percent != before:
@@ -253,7 +373,7 @@ class OutputCapture:
             line = raw.decode("utf-8", errors="replace")
             self.undecodable = True
         self.line_count += 1
-        if len(self.head) < HEAD_LINES:
+        if len(self.head) < self.head_lines:
             self.head.append(line)
         else:
             self.tail.append(line)

@@ -92,6 +92,9 @@ class ToolContext:
     tool_name: str
     services: Services
     task: TaskHandle | None = None
+    # True when a person or the reviewer model approved this exact call before it ran; a tool
+    # whose own checks would otherwise ask for approval (e.g. a shell command) may then proceed.
+    approved: bool = False
 
     async def progress(self, percent: float | None, message: str = "") -> None:
         """Report progress; it is shown by `task_status` and may arrive as a tool.progress event."""

@@ -1,0 +1,68 @@
+"""Start-to-exit time of `true` under the sandbox versus a plain subprocess, in the same run.
+
+Usage: .venv/bin/python bench/sandbox_start.py [N]   (N runs of each, 200 by default)
+
+The sandboxed run is what shell_exec pays per call beyond the command itself: the cgroup join,
+prlimit, bubblewrap's namespaces and mounts, and the cgroup cleanup afterwards. Target: under
+30 ms added at the median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from wakeful.safety.sandbox import Sandbox, SandboxSettings
+
+
+async def plain() -> None:
+    await anyio.run_process(["true"], check=True)
+
+
+def sandboxed(sandbox: Sandbox, workspace: Path) -> Callable[[], Awaitable[None]]:
+    async def once() -> None:
+        async with sandbox.prepare(["true"], cwd=workspace) as prepared:
+            await anyio.run_process(prepared.argv, env=prepared.env, cwd=prepared.cwd, check=True)
+
+    return once
+
+
+async def timings(run: Callable[[], Awaitable[None]], n: int) -> list[float]:
+    await run()  # warm up (the bwrap probe, page cache)
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        await run()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def row(name: str, times: list[float]) -> str:
+    ordered = sorted(times)
+    p50 = statistics.median(ordered)
+    p95 = ordered[int(len(ordered) * 0.95) - 1]
+    return f"{name:<22}{p50:>9.2f}{p95:>9.2f}{statistics.fmean(ordered):>9.2f}"
+
+
+async def main(n: int) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        workspace = Path(directory)
+        sandbox = Sandbox(SandboxSettings(), workspace)
+        base = await timings(plain, n)
+        boxed = await timings(sandboxed(sandbox, workspace), n)
+    print(f"N={n} runs each; sandbox backend: {sandbox.backend}")
+    print(f"{'':<22}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}")
+    print(row("plain subprocess", base))
+    print(row(f"sandbox ({sandbox.backend})", boxed))
+    added = statistics.median(boxed) - statistics.median(base)
+    print(f"added latency (p50): {added:.2f} ms (target < 30 ms)")
+
+
+if __name__ == "__main__":
+    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 200)

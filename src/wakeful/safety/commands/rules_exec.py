@@ -1,0 +1,605 @@
+"""Rules about what a command runs: wrappers (`sudo`, `env`, `nice`, `timeout`, `xargs`,
+`find -exec`, …) whose payload is judged as a command of its own, code strings (`sh -c`,
+`eval`, `alias`, heredocs fed to a shell) parsed again, interpreter one-liners (`python -c`,
+`perl -e`, `node -e`) searched for shelling out, deletes and network use, and commands that
+stop the machine or change who runs things.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from .analysis import Analysis, Rule
+from .hosts import judge_hosts
+from .interpreters import inspect_code, language_of
+from .options import has_option, operands
+from .parse import SimpleCommand
+from .places import Place
+from .rules_files import judge_write
+from .words import Word
+
+__all__ = ["ALWAYS_RULES", "EXEC_RULES", "SHELLS"]
+
+SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "busybox"})
+# Variables whose value some program runs as a command.
+_COMMAND_VARIABLES: Final = frozenset(
+    {
+        "GIT_SSH_COMMAND", "GIT_SSH", "GIT_PAGER", "PAGER", "GIT_EDITOR", "EDITOR", "VISUAL",
+        "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND", "BASH_ENV",
+        "ENV", "PROMPT_COMMAND", "GIT_SEQUENCE_EDITOR", "MANPAGER", "SUDO_ASKPASS",
+    }
+)  # fmt: skip
+# Variables that load code into the command that it did not ask for.
+_CODE_LOADING_VARIABLES: Final = frozenset(
+    {
+        "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES",
+        "DYLD_LIBRARY_PATH", "PERL5OPT", "PERL5LIB", "NODE_OPTIONS", "PYTHONSTARTUP",
+        "RUBYOPT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR",
+    }
+)  # fmt: skip
+_POWER: Final = frozenset({"shutdown", "reboot", "halt", "poweroff", "kexec", "killall5"})
+_SYSTEMCTL_POWER: Final = frozenset(
+    {"poweroff", "reboot", "halt", "kexec", "suspend", "hibernate", "rescue", "emergency",
+     "isolate", "soft-reboot"}
+)  # fmt: skip
+_SYSTEMCTL_READ: Final = ("status", "show", "list-", "is-", "cat", "help", "--version")
+_ADMIN: Final = frozenset(
+    {
+        "mount", "umount", "iptables", "ip6tables", "nft", "ufw", "useradd", "userdel",
+        "usermod", "groupadd", "groupdel", "passwd", "chpasswd", "visudo", "modprobe", "insmod",
+        "rmmod", "swapoff", "swapon", "launchctl", "service", "chattr", "setcap", "mknod",
+        "crontab", "sysctl", "chroot", "nsenter", "unshare",
+    }
+)  # fmt: skip
+_DECODERS: Final = frozenset({"base64", "base32", "xxd", "uudecode", "openssl", "basenc"})
+_MAX_WATCH_WORDS: Final = 200
+
+
+# -- every command ---------------------------------------------------------------------------
+
+
+def judge_dynamic_name(command: SimpleCommand, analysis: Analysis) -> None:
+    """A command whose name only the running shell knows (`$(echo rm) -rf /`, `$CMD`)."""
+    if command.words and command.name is None:
+        analysis.flag(
+            command,
+            "ask",
+            f"runs a command whose name ({command.words[0].text}) depends on the running shell "
+            "and cannot be checked statically",
+        )
+    elif command.words and command.words[0].glob:
+        analysis.flag(
+            command,
+            "ask",
+            f"runs a command whose name ({command.words[0].text}) is a pattern the shell "
+            "expands, which cannot be checked statically",
+        )
+
+
+def judge_assignments(command: SimpleCommand, analysis: Analysis) -> None:
+    """`NAME=value cmd` prefixes that make the command run other code."""
+    _judge_variables(command, command.assignments, analysis)
+
+
+def _judge_variables(
+    command: SimpleCommand, assignments: Sequence[tuple[str, Word]], analysis: Analysis
+) -> None:
+    for name, value in assignments:
+        if name in _COMMAND_VARIABLES:
+            if value.value is None:
+                analysis.flag(
+                    command,
+                    "ask",
+                    f"sets {name}, a command some program runs, to {value.text}, which cannot "
+                    "be checked statically",
+                )
+            else:
+                analysis.run_script(
+                    value.value, depth=command.depth + 1, origin=command, what=f"in {name}"
+                )
+        elif name in _CODE_LOADING_VARIABLES:
+            analysis.flag(command, "ask", f"sets {name}, which loads code into the program it runs")
+
+
+# -- wrappers --------------------------------------------------------------------------------
+
+
+def _first_operand(args: Sequence[Word], takes_value: frozenset[str]) -> int:
+    """The index of the first word that is not an option (or an option's value)."""
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value is None or not value.startswith("-") or value == "-":
+            return i
+        if value == "--":
+            return i + 1
+        i += 2 if value in takes_value else 1
+    return i
+
+
+def _wrapper(takes_value: Sequence[str] = (), skip_operands: int = 0) -> Rule:
+    needs_value = frozenset(takes_value)
+
+    def judge_wrapped(command: SimpleCommand, analysis: Analysis) -> None:
+        start = _first_operand(command.args, needs_value) + skip_operands
+        analysis.derive(command, command.args[start:])
+
+    judge_wrapped.__doc__ = "Judge the command the wrapper runs as a command of its own."
+    return judge_wrapped
+
+
+def judge_sudo(command: SimpleCommand, analysis: Analysis) -> None:
+    """`sudo`/`doas`: ask (another user, usually root), and judge the command it runs."""
+    takes = frozenset({"-u", "-g", "-h", "-p", "-C", "-U", "-r", "-t", "-T", "-D", "-a"})
+    args = command.args
+    start = _first_operand(args, takes)
+    if start >= len(args):
+        if has_option(args, "sie", ("--shell", "--login", "--edit")):
+            analysis.flag(command, "ask", "opens a shell or an editor as root")
+        return
+    analysis.flag(command, "ask", "runs a command as another user (root unless -u says otherwise)")
+    analysis.derive(command, args[start:])
+
+
+def judge_su(command: SimpleCommand, analysis: Analysis) -> None:
+    """`su`: ask; a `-c` string is judged as code."""
+    analysis.flag(command, "ask", "switches to another user")
+    args = command.args
+    for i, word in enumerate(args):
+        if word.value in ("-c", "--command") and i + 1 < len(args):
+            _run_string(command, args[i + 1], analysis, "given to su -c")
+
+
+def judge_env(command: SimpleCommand, analysis: Analysis) -> None:
+    """`env [-i] [-u NAME] [NAME=value…] cmd`: the variables, an `-S` string, and the command."""
+    args = command.args
+    i = 0
+    assignments: list[tuple[str, Word]] = []
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            break
+        if value in ("-u", "--unset", "-C", "--chdir"):
+            i += 2
+            continue
+        if value in ("-S", "--split-string") and i + 1 < len(args):
+            _run_string(command, args[i + 1], analysis, "given to env -S")
+            return
+        if value == "--":
+            i += 1
+            continue
+        if value.startswith("-") and value != "-":
+            i += 1
+            continue
+        name, equals, rest = value.partition("=")
+        if equals and name.replace("_", "").isalnum():
+            assignments.append((name, Word(args[i].text, rest)))
+            i += 1
+            continue
+        break
+    _judge_variables(command, assignments, analysis)
+    analysis.derive(command, args[i:])
+
+
+def judge_timeout(command: SimpleCommand, analysis: Analysis) -> None:
+    """`timeout [opts] DURATION cmd`."""
+    start = _first_operand(command.args, frozenset({"-s", "--signal", "-k", "--kill-after"}))
+    analysis.derive(command, command.args[start + 1 :])
+
+
+def judge_command_builtin(command: SimpleCommand, analysis: Analysis) -> None:
+    """`command cmd` runs cmd; `command -v cmd` only looks it up."""
+    if has_option(command.args, "vV"):
+        return
+    _wrapper()(command, analysis)
+
+
+def judge_xargs(command: SimpleCommand, analysis: Analysis) -> None:
+    """`xargs cmd args`: cmd runs with words read from standard input, which cannot be known."""
+    takes = frozenset(
+        {"-a", "-d", "-E", "-I", "-L", "-l", "-n", "-P", "-s", "--arg-file", "--delimiter",
+         "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+         "--process-slot-var"}
+    )  # fmt: skip
+    args = command.args
+    start = _first_operand(args, takes)
+    replace = next(
+        (
+            args[i + 1].value
+            for i, w in enumerate(args[:start])
+            if w.value in ("-I", "--replace") and i + 1 < len(args)
+        ),
+        None,
+    )
+    payload = list(args[start:]) or [Word("echo", "echo")]
+    unknown = Word("<input>", None)
+    if replace:
+        payload = [Word(w.text, None) if w.value and replace in w.value else w for w in payload]
+    else:
+        payload.append(unknown)
+    analysis.derive(command, payload)
+
+
+def judge_watch(command: SimpleCommand, analysis: Analysis) -> None:
+    """`watch [opts] cmd…`: the words are joined and run by `sh -c`."""
+    start = _first_operand(command.args, frozenset({"-n", "--interval", "-d", "-g"}))
+    words = command.args[start : start + _MAX_WATCH_WORDS]
+    if any(w.value is None for w in words):
+        analysis.flag(command, "ask", "runs a command that cannot be checked statically")
+        return
+    analysis.run_script(
+        " ".join(w.value or "" for w in words),
+        depth=command.depth + 1,
+        origin=command,
+        what="given to watch",
+    )
+
+
+# -- code strings ----------------------------------------------------------------------------
+
+
+def _run_string(command: SimpleCommand, word: Word, analysis: Analysis, what: str) -> None:
+    analysis.give_role(command, "code")
+    if word.value is None:
+        analysis.flag(
+            command,
+            "ask",
+            f"runs the shell code {word.text} ({what}), which depends on the running shell "
+            "and cannot be checked statically",
+        )
+        return
+    analysis.run_script(word.value, depth=command.depth + 1, origin=command, what=what)
+
+
+def judge_shell(command: SimpleCommand, analysis: Analysis) -> None:
+    """`sh`/`bash`/… : a `-c` string is parsed again; a script on standard input (a pipe, a
+    heredoc) is code too; a script only the running shell knows (`bash <(…)`) is asked."""
+    args = list(command.args)
+    name = command.name or "sh"
+    if name == "busybox":
+        analysis.derive(command, args)
+        return
+    takes = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+    start = _first_operand(args, takes)
+    clusters = [w.value or "" for w in args[:start] if not (w.value or "").startswith("--")]
+    runs_string = any("c" in c[1:] for c in clusters if c.startswith("-") and c not in takes)
+    reads_stdin = any("s" in c[1:] for c in clusters if c.startswith("-") and c not in takes)
+    if runs_string:
+        if start < len(args):
+            _run_string(command, args[start], analysis, f"given to {name} -c")
+        return
+    if start < len(args) and not reads_stdin and args[start].value != "-":
+        script = args[start]
+        if script.value is None:
+            analysis.give_role(command, "code")
+            analysis.flag(
+                command,
+                "ask",
+                f"runs the script {script.text}, which only the running shell knows and "
+                "cannot be checked statically",
+            )
+        return
+    analysis.give_role(command, "stdin-code")
+    if command.stdin_text is not None:
+        analysis.run_script(
+            command.stdin_text, depth=command.depth + 1, origin=command, what=f"fed to {name}"
+        )
+
+
+def judge_eval(command: SimpleCommand, analysis: Analysis) -> None:
+    """`eval words…`: the words are joined and parsed again."""
+    analysis.give_role(command, "code")
+    words = command.args
+    if any(w.value is None for w in words):
+        dynamic = next(w for w in words if w.value is None)
+        analysis.flag(
+            command,
+            "ask",
+            f"evaluates {dynamic.text} as shell code, which depends on the running shell and "
+            "cannot be checked statically",
+        )
+        return
+    analysis.run_script(
+        " ".join(w.value or "" for w in words),
+        depth=command.depth + 1,
+        origin=command,
+        what="given to eval",
+    )
+
+
+def judge_source(command: SimpleCommand, analysis: Analysis) -> None:
+    """`source FILE`/`. FILE` runs a file in this shell; one only the running shell knows
+    (`source <(…)`) is asked."""
+    analysis.give_role(command, "code")
+    found = operands(command.args)
+    if found and found[0].value is None:
+        analysis.flag(
+            command,
+            "ask",
+            f"runs the script {found[0].text}, which only the running shell knows and cannot "
+            "be checked statically",
+        )
+
+
+def judge_alias(command: SimpleCommand, analysis: Analysis) -> None:
+    """`alias name='code'`: the code runs whenever the name is used, so it is judged now."""
+    for word in command.args:
+        value = word.value
+        if value is None:
+            analysis.flag(
+                command, "ask", f"defines an alias {word.text} that cannot be checked statically"
+            )
+            continue
+        name, equals, body = value.partition("=")
+        if equals:
+            analysis.run_script(
+                body, depth=command.depth + 1, origin=command, what=f"in the alias {name}"
+            )
+
+
+def judge_find(command: SimpleCommand, analysis: Analysis) -> None:
+    """`find ROOTS… EXPR`: `-delete` deletes trees under the roots, `-exec`/`-execdir`/`-ok`
+    run a command per file (judged with `{}` standing for any file under the roots),
+    `-fprint`/`-fprintf`/`-fls` write files."""
+    args = command.args
+    i = 0
+    roots: list[Word] = []
+    while i < len(args) and args[i].value in ("-H", "-L", "-P"):
+        i += 1
+    while i < len(args) and not (args[i].value or "-").startswith(("-", "(", "!", ")")):
+        roots.append(args[i])
+        i += 1
+    while i < len(args) and args[i].value is None:
+        roots.append(args[i])  # a dynamic word may be a root or a test: keep it as a root
+        i += 1
+    roots = roots or [Word(".", ".")]
+    while i < len(args):
+        value = args[i].value
+        if value == "-delete":
+            _judge_find_delete(command, roots, analysis)
+        elif value in ("-exec", "-execdir", "-ok", "-okdir"):
+            end = i + 1
+            while end < len(args) and args[end].value not in (";", "+"):
+                end += 1
+            payload = args[i + 1 : end]
+            for root in roots:
+                any_file = (
+                    Word("{}", None)
+                    if root.value is None
+                    else Word("{}", root.value.rstrip("/") + "/*", glob=True)
+                )
+                analysis.derive(command, [any_file if w.value == "{}" else w for w in payload])
+            i = end
+        elif value in ("-fprint", "-fprint0", "-fls", "-fprintf") and i + 1 < len(args):
+            judge_write(command, args[i + 1], analysis)
+            i += 1
+        i += 1
+
+
+def _judge_find_delete(command: SimpleCommand, roots: list[Word], analysis: Analysis) -> None:
+    places = analysis.places
+    for root in roots:
+        location = places.locate(root)
+        if not location.known:
+            analysis.flag(
+                command,
+                "ask",
+                f"deletes files under {root.text}, which cannot be checked statically",
+            )
+        elif location.place in (Place.WORKSPACE, Place.WORKSPACE_ROOT, Place.SCRATCH):
+            analysis.flag(command, "ask", f"deletes matching files under {location.path}")
+        else:
+            analysis.flag(
+                command,
+                "deny",
+                f"deletes files under {location.path}, outside the workspace ({places.workspace})",
+            )
+
+
+def judge_interpreter(command: SimpleCommand, analysis: Analysis) -> None:
+    """`python -c`, `perl -e`, `ruby -e`, `node -e`, `php -r`, and programs read from standard
+    input: the code is searched for shelling out, deletes, network use and decoded code."""
+    name = command.name or ""
+    language = language_of(name)
+    if language is None:
+        return
+    args = command.args
+    code_flags = {
+        "Python": ("-c",),
+        "Perl": ("-e", "-E"),
+        "Ruby": ("-e",),
+        "Node": ("-e", "--eval", "-p", "--print"),
+        "PHP": ("-r",),
+    }[language]
+    code: Word | None = None
+    for i, word in enumerate(args):
+        value = word.value
+        if value is None:
+            break
+        if not value.startswith("-") or value in ("-", "--"):
+            break
+        flag = next(
+            (
+                f
+                for f in code_flags
+                if value == f
+                or (
+                    len(f) == 2
+                    and value.startswith("-")
+                    and not value.startswith("--")
+                    and value.endswith(f[1])
+                )
+            ),
+            None,
+        )
+        if flag is not None:
+            code = args[i + 1] if i + 1 < len(args) else Word("", "")
+            break
+        if language == "Python" and value.startswith("-c"):
+            code = Word(value[2:], value[2:])
+            break
+        if language == "Python" and value == "-m":
+            return
+    else:
+        i = len(args)
+    if code is None:
+        script = next(
+            (w for w in args if w.value is None or not w.value.startswith("-") or w.value == "-"),
+            None,
+        )
+        if script is not None and script.value not in ("-",):
+            if script.value is None:
+                analysis.give_role(command, "code")
+                analysis.flag(
+                    command,
+                    "ask",
+                    f"runs the program {script.text}, which only the running shell knows",
+                )
+            return
+        analysis.give_role(command, "stdin-code")
+        if command.stdin_text is None:
+            return
+        code = Word(command.stdin_text, command.stdin_text)
+    analysis.give_role(command, "code")
+    if code.value is None:
+        analysis.flag(
+            command, "ask", f"runs {language} code {code.text} that cannot be checked statically"
+        )
+        return
+    report = inspect_code(language, code.value)
+    for decision, what in report.findings:
+        analysis.flag(command, decision, what)
+    for shell in report.shell_strings:
+        analysis.run_script(
+            shell, depth=command.depth + 1, origin=command, what=f"in the {language} code"
+        )
+    if report.deletes:
+        protected = [
+            p
+            for p in report.paths
+            if analysis.places.locate(Word(p, p.replace("~", "${HOME}", 1))).place
+            not in (Place.WORKSPACE, Place.SCRATCH, None)
+        ]
+        if protected:
+            analysis.flag(
+                command,
+                "deny",
+                f"runs {language} code that deletes files and names {', '.join(protected)}",
+            )
+        else:
+            analysis.flag(command, "ask", f"runs {language} code that deletes files")
+    if report.hosts:
+        judge_hosts(command, report.hosts, analysis, f"runs {language} code that reaches")
+
+
+def judge_decoder(command: SimpleCommand, analysis: Analysis) -> None:
+    """`base64 -d`, `xxd -r`, `openssl … -d`: its output is hidden code if it is then run."""
+    if has_option(command.args, "dDr", ("--decode", "--reverse")):
+        analysis.give_role(command, "decode")
+
+
+# -- the machine -----------------------------------------------------------------------------
+
+
+def judge_power(command: SimpleCommand, analysis: Analysis) -> None:
+    """Shutting down, rebooting, killing every process."""
+    analysis.flag(command, "deny", "stops or restarts the machine or all its processes")
+
+
+def judge_init(command: SimpleCommand, analysis: Analysis) -> None:
+    """`init 0`/`init 6`/`telinit …` change the run level."""
+    if any(w.value in ("0", "1", "6", "s", "S") for w in command.args):
+        judge_power(command, analysis)
+
+
+def judge_systemctl(command: SimpleCommand, analysis: Analysis) -> None:
+    """`systemctl poweroff` is denied; changing units is asked; reading them is allowed."""
+    found = operands(
+        command.args,
+        (
+            "-H",
+            "--host",
+            "-M",
+            "--machine",
+            "-t",
+            "--type",
+            "-p",
+            "--property",
+            "-n",
+            "--lines",
+            "-o",
+            "--output",
+            "-s",
+            "--signal",
+        ),
+    )
+    verb = found[0].value if found else None
+    if verb in _SYSTEMCTL_POWER:
+        judge_power(command, analysis)
+    elif verb is None and found:
+        analysis.flag(command, "ask", "runs a systemctl action that cannot be checked statically")
+    elif verb is not None and not verb.startswith(_SYSTEMCTL_READ):
+        analysis.flag(command, "ask", f"changes system services ({verb})")
+
+
+def judge_kill(command: SimpleCommand, analysis: Analysis) -> None:
+    """`kill` of PID 1 (init) or -1 (every process) is denied; other PIDs are the user's."""
+    args = command.args
+    first = args[0].value if args else None
+    i = 0
+    if first in ("-s", "-n"):
+        i = 2
+    elif first is not None and first.startswith("-") and len(args) > 1:
+        i = 1  # a signal: `-9`, `-KILL`, `-SIGKILL`
+    for word in args[i:]:
+        if word.value in ("1", "-1"):
+            analysis.flag(command, "deny", "kills init or every process")
+        elif word.value is None:
+            analysis.flag(
+                command, "ask", f"kills {word.text}, a process that cannot be checked statically"
+            )
+
+
+def judge_admin(command: SimpleCommand, analysis: Analysis) -> None:
+    """Tools that change users, mounts, firewalls, kernel modules or scheduled jobs."""
+    if command.name == "crontab" and has_option(command.args, "l"):
+        return
+    analysis.flag(command, "ask", "changes system administration state")
+
+
+ALWAYS_RULES: Final[tuple[Rule, ...]] = (judge_dynamic_name, judge_assignments)
+
+EXEC_RULES: Final[dict[str, tuple[Rule, ...]]] = {
+    "sudo": (judge_sudo,),
+    "doas": (judge_sudo,),
+    "su": (judge_su,),
+    "env": (judge_env,),
+    "nice": (_wrapper(("-n", "--adjustment")),),
+    "ionice": (_wrapper(("-c", "-n", "-p", "-P", "-u", "--class", "--classdata")),),
+    "nohup": (_wrapper(),),
+    "setsid": (_wrapper(),),
+    "stdbuf": (_wrapper(("-i", "-o", "-e")),),
+    "time": (_wrapper(("-f", "-o", "--format", "--output")),),
+    "builtin": (_wrapper(),),
+    "exec": (_wrapper(("-a",)),),
+    "command": (judge_command_builtin,),
+    "timeout": (judge_timeout,),
+    "xargs": (judge_xargs,),
+    "watch": (judge_watch,),
+    **{name: (judge_shell,) for name in SHELLS},
+    "eval": (judge_eval,),
+    "source": (judge_source,),
+    ".": (judge_source,),
+    "alias": (judge_alias,),
+    "find": (judge_find,),
+    **{name: (judge_interpreter,) for name in ("python", "perl", "ruby", "node", "nodejs", "php")},
+    **{name: (judge_decoder,) for name in _DECODERS},
+    **{name: (judge_power,) for name in _POWER},
+    "init": (judge_init,),
+    "telinit": (judge_init,),
+    "systemctl": (judge_systemctl,),
+    "kill": (judge_kill,),
+    **{name: (judge_admin,) for name in _ADMIN},
+}

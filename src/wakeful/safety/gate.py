@@ -1,0 +1,254 @@
+"""The layers around every tool call, composed: sidecar → breaker → person → reviewer → run →
+verification → audit.
+
+A :class:`CallGate` wraps execution the way a safety policy wraps a toolset: the session (or the
+MCP bridge) hands it the call and a function that runs it, and the gate decides whether that
+function is called at all. The order follows the chapter: the sidecar's verdict (begun while the
+model was still streaming) gates the call; repeated denials trip the breaker and go to a person;
+an "ask" goes to a person; irreversible tools go to the reviewer model unless a person already
+approved them; after a successful run the verification hooks add their findings; every call,
+run or refused, is written to the audit log with the path of decisions it took.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..events import utc_now
+from ..messages import Message, ToolCall
+from ..tools.spec import Tool, ToolContext, ToolResult, ToolSpec
+from .approvals import Approvals
+from .breaker import DenialBreaker
+from .reviewer import Reviewer
+from .sidecar import ModelSidecar, RuleSidecar, SidecarChecks
+from .verdict import Verdict
+from .verification import VerifyRule, verify
+
+if TYPE_CHECKING:
+    from .audit import AuditLog
+
+Status = Literal["ok", "error", "denied", "cancelled", "timeout"]
+RecentMessages = Callable[[], Sequence[Message]]
+Asker = Callable[[str, str, tuple[str, ...]], Awaitable[Verdict]]
+"""Asks a person about one call — `(tool, summary, reasons)` → allow or deny — in place of the
+gate's approvals (e.g. an MCP server asking its client's user through elicitation)."""
+
+
+class ApprovalDeferred(Exception):
+    """Raised by an asker that will get the person's answer in a later round (MCP's
+    input-required results): nothing ran, and the call will come again with the answer."""
+
+
+def _no_messages() -> Sequence[Message]:
+    return ()
+
+
+@dataclass
+class CallGate:
+    """The safety stack of one runtime (or one MCP server)."""
+
+    sidecar: RuleSidecar = field(default_factory=RuleSidecar)
+    model_sidecar: ModelSidecar | None = None
+    breaker: DenialBreaker = field(default_factory=DenialBreaker)
+    approvals: Approvals | None = None
+    reviewer: Reviewer | None = None
+    verify_rules: Sequence[VerifyRule] = ()
+    audit: AuditLog | None = None
+    # How long a person has to answer when the runtime creates the approvals.
+    approval_timeout_seconds: float = 900.0
+    _checks: dict[str, SidecarChecks] = field(default_factory=dict, init=False, repr=False)
+
+    def checks(self, session: str) -> SidecarChecks:
+        found = self._checks.get(session)
+        if found is None:
+            found = self._checks[session] = SidecarChecks(self.sidecar, self.model_sidecar)
+        return found
+
+    def begin(
+        self, session: str, call: ToolCall, spec: ToolSpec | None, tg: TaskGroup | None
+    ) -> None:
+        """Start the sidecar on a call the model has just emitted (it may still be streaming)."""
+        self.checks(session).begin(call, spec, tg)
+
+    def discard(self, session: str) -> None:
+        """The turn was thrown away: its calls will never run."""
+        self.checks(session).forget()
+
+    async def run(
+        self,
+        tool: Tool | None,
+        call: ToolCall,
+        ctx: ToolContext,
+        execute: Callable[[ToolContext], Awaitable[ToolResult]],
+        *,
+        recent: RecentMessages = _no_messages,
+        ask: Asker | None = None,
+    ) -> ToolResult:
+        """Decide, then run (or refuse) the call; the audit log records either way."""
+        started = time.perf_counter()
+        path: list[Verdict] = []
+        status: Status = "cancelled"
+        result: ToolResult | None = None
+        try:
+            result = await self._decide_and_run(tool, call, ctx, execute, recent, ask, path)
+            status = _status_of(result, path)
+            return result
+        except ApprovalDeferred:
+            path.clear()  # not a call yet: the one with the answer is audited
+            raise
+        finally:
+            if self.audit is not None and path:
+                with anyio.CancelScope(shield=True):
+                    await self._audit(call, ctx, path, status, result, started)
+
+    async def _decide_and_run(
+        self,
+        tool: Tool | None,
+        call: ToolCall,
+        ctx: ToolContext,
+        execute: Callable[[ToolContext], Awaitable[ToolResult]],
+        recent: RecentMessages,
+        ask: Asker | None,
+        path: list[Verdict],
+    ) -> ToolResult:
+        spec = tool.spec if tool is not None else None
+        session = ctx.session
+        verdict = await self.checks(session).verdict(call, spec)
+        path.append(verdict)
+        if verdict.decision == "deny":
+            verdict = self.breaker.after_denial(session, verdict)
+            if verdict.layer == "breaker":
+                path.append(verdict)
+            else:
+                return _refused(call, verdict)
+        approved = False
+        if verdict.decision == "ask":
+            verdict = await self._ask_person(session, call, verdict, ask)
+            path.append(verdict)
+            self.breaker.reset(session)
+            if verdict.decision != "allow":
+                return _refused(call, verdict)
+            approved = True
+        else:
+            self.breaker.reset(session)
+        needs_review = (
+            tool is not None and self.reviewer is not None and self.reviewer.reviews(call.name)
+        )
+        if needs_review and not approved:
+            assert self.reviewer is not None
+            review = await self.reviewer.review(call, spec, recent())
+            path.append(review)
+            if review.decision == "deny":
+                return _refused(call, review)
+            if review.decision == "ask":
+                answer = await self._ask_person(session, call, review, ask)
+                path.append(answer)
+                if answer.decision != "allow":
+                    return _refused(call, answer)
+            approved = True
+        if approved:
+            ctx.approved = True
+        result = await execute(ctx)
+        if self.verify_rules and not result.is_error:
+            result = await verify(self.verify_rules, call, _arguments(call), result, ctx)
+        return result
+
+    async def _ask_person(
+        self, session: str, call: ToolCall, verdict: Verdict, ask: Asker | None
+    ) -> Verdict:
+        if ask is not None:
+            answer = await ask(call.name, _summary(call), verdict.reasons)
+            return Verdict(answer.decision, answer.reasons, "human")
+        if self.approvals is None:
+            return Verdict(
+                "deny",
+                (
+                    *verdict.reasons,
+                    "It needs a person's approval and there is no one to ask here (no approval "
+                    "channel is connected), so it was not run.",
+                ),
+                "human",
+            )
+        return await self.approvals.ask(session, call.name, _summary(call), verdict.reasons)
+
+    async def _audit(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        path: list[Verdict],
+        status: Status,
+        result: ToolResult | None,
+        started: float,
+    ) -> None:
+        from .audit import AuditRecord
+
+        assert self.audit is not None
+        error = None
+        if result is not None and result.is_error:
+            error = result.content[:500]
+        await self.audit.record(
+            AuditRecord(
+                time=utc_now(),
+                session=ctx.session,
+                tool=call.name,
+                call_id=call.id,
+                arguments=_arguments(call),
+                decisions=[
+                    {
+                        "layer": v.layer or "sidecar",
+                        "decision": v.decision,
+                        "reasons": list(v.reasons),
+                    }
+                    for v in path
+                ],
+                status=status,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                error=error,
+            )
+        )
+
+
+def _refused(call: ToolCall, verdict: Verdict) -> ToolResult:
+    reasons = " ".join(verdict.reasons) or "No reason was given."
+    who = {
+        "human": "The user did not approve this call",
+        "reviewer": "The reviewer rejected this call",
+        "breaker": "This call was refused",
+    }.get(verdict.layer, "The safety checks refused this call")
+    return ToolResult(
+        f"{who}; {call.name} was not run. {reasons} Do not repeat the same call: change the "
+        "approach, or ask the user.",
+        is_error=True,
+        structured={"refused": True, "layer": verdict.layer, "reasons": list(verdict.reasons)},
+    )
+
+
+def _status_of(result: ToolResult, path: list[Verdict]) -> Status:
+    if isinstance(result.structured, dict) and result.structured.get("refused"):
+        return "denied"
+    if isinstance(result.structured, dict) and result.structured.get("timed_out"):
+        return "timeout"
+    return "error" if result.is_error else "ok"
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {"(unparsed)": call.arguments[:500]}
+    return value if isinstance(value, dict) else {"(value)": value}
+
+
+def _summary(call: ToolCall, limit: int = 300) -> str:
+    arguments = _arguments(call)
+    text = json.dumps(arguments, ensure_ascii=False)
+    if "command" in arguments and isinstance(arguments["command"], str):
+        text = f"`{arguments['command']}`"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

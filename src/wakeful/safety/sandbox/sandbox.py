@@ -1,0 +1,179 @@
+"""`Sandbox`: one backend chosen per settings, turning a command into its sandboxed form."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from ...errors import ToolError, UserError
+from .bwrap import SANDBOX_HOME, bwrap_argv, bwrap_works
+from .cgroups import CgroupLimits
+from .rlimits import MB, prlimit_argv
+from .settings import SandboxSettings
+
+log = logging.getLogger(__name__)
+
+NOT_A_SANDBOX = (
+    "none — NOT A SANDBOX: commands run with the runtime's own permissions, files and network "
+    "(only resource limits apply); install bubblewrap (`bwrap`) to confine them"
+)
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_warned_none = False
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCommand:
+    """A command ready for `anyio.open_process(argv, env=env, cwd=cwd)`.
+
+    `cgroups` are the command's cgroups (empty where none could be made); ask them, before the
+    `prepare` block ends, which limits the command ran into.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    cgroups: CgroupLimits = field(default_factory=CgroupLimits)
+
+
+class Sandbox:
+    """Runs commands confined to one workspace, under the limits in `settings`.
+
+    With the `bwrap` backend a command sees the system read-only, the workspace writable, a
+    private /tmp (also its HOME), no network unless `settings.network`, and runs in its own PID
+    namespace that dies with it. The `none` backend applies the same resource limits and filtered
+    environment but confines nothing, and says so in :meth:`describe` and a warning log line.
+    """
+
+    def __init__(self, settings: SandboxSettings, workspace: Path) -> None:
+        self.settings = settings
+        self.workspace = workspace.resolve()
+        self._backend = _resolve_backend(settings)
+        if self._backend == "none":
+            _warn_once()
+
+    @property
+    def backend(self) -> Literal["bwrap", "none"]:
+        return self._backend
+
+    def describe(self) -> str:
+        """One line for results and logs; for `none` it starts with "NOT A SANDBOX"."""
+        s = self.settings
+        limits = (
+            f"limits: {s.cpu_seconds} s CPU, {s.memory_mb} MB memory, {s.max_processes} "
+            f"processes, {s.file_size_mb} MB per file"
+        )
+        if self._backend == "none":
+            return f"{NOT_A_SANDBOX}; {limits}"
+        network = "network allowed" if s.network else "no network"
+        return (
+            f"bwrap: {network}, system read-only, only the workspace {str(self.workspace)!r} "
+            f"writable, private /tmp and HOME, own PID namespace; {limits}"
+        )
+
+    @asynccontextmanager
+    async def prepare(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None
+    ) -> AsyncIterator[PreparedCommand]:
+        """The sandboxed form of `argv`, run in `cwd` (inside the workspace).
+
+        `env` adds variables on top of the host environment filtered to the allowlist. On exit
+        every process still in the command's cgroups is killed and the cgroups are removed, so
+        run the command to its end inside the `async with`.
+        """
+        if not argv:
+            raise UserError("Sandbox.prepare needs a command: argv is empty.")
+        real_cwd = _inside(cwd, self.workspace)
+        s = self.settings
+        cgroups = CgroupLimits.create(max_processes=s.max_processes, memory_bytes=s.memory_mb * MB)
+        private_home: str | None = None
+        try:
+            if self._backend == "bwrap":
+                home = SANDBOX_HOME
+                inner = bwrap_argv(
+                    argv,
+                    workspace=self.workspace,
+                    cwd=real_cwd,
+                    network=s.network,
+                    read_only_paths=s.read_only_paths,
+                )
+            else:
+                private_home = await anyio.to_thread.run_sync(
+                    lambda: tempfile.mkdtemp(prefix="wakeful-home-")
+                )
+                home = private_home
+                inner = list(argv)
+            limited = prlimit_argv(
+                inner,
+                cpu_seconds=s.cpu_seconds,
+                memory_mb=s.memory_mb,
+                max_processes=s.max_processes,
+                file_size_mb=s.file_size_mb,
+            )
+            yield PreparedCommand(
+                argv=cgroups.join_argv(limited),
+                env=self._environment(env, home),
+                cwd=real_cwd,
+                cgroups=cgroups,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await cgroups.remove()
+                if private_home is not None:
+                    await anyio.to_thread.run_sync(
+                        lambda: shutil.rmtree(private_home, ignore_errors=True)
+                    )
+
+    def _environment(self, extra: Mapping[str, str] | None, home: str) -> dict[str, str]:
+        allowed = set(self.settings.env_allowlist)
+        env = {k: v for k, v in os.environ.items() if k in allowed}
+        env.setdefault("PATH", _DEFAULT_PATH)
+        # `python` inside is the runtime's own interpreter, with the packages it has.
+        python_bin = str(Path(sys.executable).parent)
+        if python_bin not in env["PATH"].split(os.pathsep):
+            env["PATH"] = python_bin + os.pathsep + env["PATH"]
+        env.update(HOME=home, TMPDIR=home if self._backend == "none" else "/tmp")
+        if extra:
+            env.update(extra)
+        return env
+
+
+def _resolve_backend(settings: SandboxSettings) -> Literal["bwrap", "none"]:
+    if settings.backend == "none":
+        return "none"
+    if bwrap_works():
+        return "bwrap"
+    if settings.backend == "bwrap":
+        raise UserError(
+            "The sandbox backend is set to 'bwrap', but bubblewrap is not installed or cannot "
+            "create namespaces on this machine (`bwrap --unshare-all true` fails). Install the "
+            "bubblewrap package, allow user namespaces, or set backend = 'auto' or 'none' (which "
+            "is not a sandbox)."
+        )
+    return "none"
+
+
+def _warn_once() -> None:
+    global _warned_none
+    if not _warned_none:
+        _warned_none = True
+        log.warning("sandbox backend %s", NOT_A_SANDBOX)
+
+
+def _inside(cwd: Path, workspace: Path) -> Path:
+    real = cwd.resolve()
+    if real != workspace and not real.is_relative_to(workspace):
+        raise ToolError(
+            f"The working directory {str(cwd)!r} is outside the workspace {str(workspace)!r}; "
+            "sandboxed commands run only inside it. Give a directory under the workspace."
+        )
+    return real

@@ -1,0 +1,190 @@
+"""Local stand-ins for the outside world that the execution tools reach, all on 127.0.0.1.
+
+`RecordingHTTP` is a starlette app that records every request (method, path, query, headers,
+body) and answers from a script keyed by method and path; `serve_http` runs it with uvicorn in the
+test's event loop. `SMTPRecorder` runs aiosmtpd's controller and keeps every message it receives.
+`world_services` gives real Services with a real SQLite store, which the safety ledgers need.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, Envelope, Session
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tool_services import tool_services
+from wakeful.services import Services
+from wakeful.store.sqlite import Store
+from wakeful.tools.spec import Tool, ToolContext, ToolResult
+
+
+@asynccontextmanager
+async def world_services(tmp_path: Path, *settings: object) -> AsyncIterator[Services]:
+    """Services over `tmp_path / "root"` with a store in `tmp_path`, and the given settings."""
+    root = tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    store = await Store.open(tmp_path / "w.db")
+    async with store, tool_services(root) as (services, _events):
+        services.store = store
+        for item in settings:
+            services.settings[type(item)] = item
+        yield services
+
+
+async def call(services: Services, tool: Tool, **arguments: Any) -> ToolResult:
+    return await tool.run(arguments, ToolContext("main", "call_1", tool.name, services))
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (it was free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seen:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int = 200
+    body: bytes | str = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+
+
+Script = Callable[[Seen], Answer]
+
+
+class RecordingHTTP:
+    """Answers each request from `routes[(method, path)]`: an Answer, or a function of it."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.seen: list[Seen] = []
+        self.routes: dict[tuple[str, str], Answer | Script] = {}
+        methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=methods)])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _handle(self, request: Request) -> Response:
+        seen = Seen(
+            request.method,
+            request.url.path,
+            dict(request.query_params),
+            dict(request.headers),
+            await request.body(),
+        )
+        self.seen.append(seen)
+        route = self.routes.get((request.method, request.url.path))
+        if route is None:
+            return Response(b'{"message": "Not Found"}', 404, media_type="application/json")
+        answer = route(seen) if callable(route) else route
+        return Response(
+            answer.body, answer.status, headers=answer.headers, media_type=answer.content_type
+        )
+
+
+class _Uvicorn(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+@asynccontextmanager
+async def serve_http(server: RecordingHTTP) -> AsyncIterator[RecordingHTTP]:
+    """Run `server` on a free port of 127.0.0.1 until the block ends."""
+    config = uvicorn.Config(
+        server.app,
+        http="h11",
+        ws="none",
+        lifespan="off",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=1,
+    )
+    running = _Uvicorn(config)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        server.port = sock.getsockname()[1]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(running.serve, [sock])
+            with anyio.fail_after(5):
+                await running.ready.wait()
+            try:
+                yield server
+            finally:
+                running.should_exit = True
+
+
+# --- SMTP ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Received:
+    mail_from: str
+    recipients: list[str]
+    data: bytes
+
+
+class _Recording:
+    def __init__(self, refuse: set[str]) -> None:
+        self.received: list[Received] = []
+        self.refuse = refuse
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        if address in self.refuse:
+            return "550 5.1.1 No such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        content = envelope.original_content or b""
+        self.received.append(
+            Received(str(envelope.mail_from), [str(r) for r in envelope.rcpt_tos], content)
+        )
+        return "250 Message accepted for delivery"
+
+
+@contextmanager
+def smtp_server(refuse: set[str] | None = None) -> Iterator[tuple[int, list[Received]]]:
+    """An SMTP server on a free port of 127.0.0.1; yields the port and the messages it got."""
+    handler = _Recording(refuse or set())
+    port = closed_port()
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield port, handler.received
+    finally:
+        controller.stop()
