@@ -83,6 +83,25 @@ async def measure(client: Client, calls: int) -> list[float]:
     return samples
 
 
+async def measure_like_the_toolset(client: Client, calls: int) -> list[float]:
+    """As `measure`, with the protocol features MCPToolset uses on every call: a progress token
+    (a callback, so progress can extend the call's deadline) and the tools/list_changed
+    subscription it keeps open to follow the server's tools. The like-for-like baseline."""
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        pass
+
+    async with client, client.listen(tools_list_changed=True):
+        for _ in range(20):
+            await client.call_tool("echo", {"text": "hi"}, progress_callback=on_progress)
+        samples = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            await client.call_tool("echo", {"text": "hi"}, progress_callback=on_progress)
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
 async def toolset_samples(calls: int) -> list[float]:
     """The same calls through wakeful's MCP client (MCPToolset → Tool.run), in memory."""
 
@@ -189,6 +208,7 @@ def main() -> None:
         ours = anyio.run(run, "ours")
         rows.append((name, raw, ours))
     client_raw = anyio.run(measure, Client(raw_server()), calls)
+    client_following = anyio.run(measure_like_the_toolset, Client(raw_server()), calls)
     client_ours = anyio.run(toolset_samples, calls)
 
     header(f"MCP tool-call round trip: {calls} sequential calls of `echo` per row")
@@ -214,19 +234,25 @@ def main() -> None:
             f"{overhead:+.1%}",
             f"≤ +10%: {verdict(overhead, TARGET_OVERHEAD)}",
         )
-    client_rows = [("client: raw SDK Client", client_raw), ("client: MCPToolset", client_ours)]
-    base = percentile(client_raw, 50)
-    for label, samples in client_rows:
-        overhead = percentile(samples, 50) / base - 1
-        mine = label.endswith("MCPToolset")
+    # The toolset asks for progress on every call and follows tool-list changes; it is measured
+    # against a raw Client doing the same, and the bare Client is shown for reference.
+    client_rows = [
+        ("client: raw SDK Client", client_raw, None),
+        ("client: raw Client + progress, list_changed", client_following, None),
+        ("client: MCPToolset", client_ours, client_following),
+    ]
+    for label, samples, baseline in client_rows:
+        shown = ["", ""]
+        if baseline is not None:
+            overhead = percentile(samples, 50) / percentile(baseline, 50) - 1
+            shown = [f"{overhead:+.1%}", f"≤ +10%: {verdict(overhead, TARGET_OVERHEAD)}"]
         table.add(
             "in-memory",
             label,
             percentile(samples, 50) * 1e3,
             percentile(samples, 99) * 1e3,
             len(samples) / sum(samples),
-            f"{overhead:+.1%}" if mine else "",
-            f"≤ +10%: {verdict(overhead, TARGET_OVERHEAD)}" if mine else "",
+            *shown,
         )
     table.print()
 

@@ -17,7 +17,16 @@ from pathlib import Path
 from report import machine_summary
 
 BENCH_DIR = Path(__file__).resolve().parent
-BENCHMARKS = ("interrupt_latency", "loop_overhead", "event_throughput", "timers")
+BENCHMARKS = (
+    "interrupt_latency",
+    "loop_overhead",
+    "event_throughput",
+    "timers",
+    "mcp_round_trip",
+    "read_file_big",
+    "sandbox_start",
+    "sidecar_latency",
+)
 
 
 def run(name: str, quick: bool) -> tuple[str, float, int]:

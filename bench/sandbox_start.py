@@ -1,6 +1,7 @@
 """Start-to-exit time of `true` under the sandbox versus a plain subprocess, in the same run.
 
-Usage: .venv/bin/python bench/sandbox_start.py [N]   (N runs of each, 200 by default)
+Usage: .venv/bin/python bench/sandbox_start.py [N] [--quick]   (N runs of each, 200 by
+default; --quick: 40)
 
 The sandboxed run is what shell_exec pays per call beyond the command itself: the cgroup join,
 prlimit, bubblewrap's namespaces and mounts, and the cgroup cleanup afterwards. Target: under
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import anyio
 
+from report import header
 from wakeful.safety.sandbox import Sandbox, SandboxSettings
 
 
@@ -56,6 +58,7 @@ async def main(n: int) -> None:
         sandbox = Sandbox(SandboxSettings(), workspace)
         base = await timings(plain, n)
         boxed = await timings(sandboxed(sandbox, workspace), n)
+    header("Sandbox start-up: `true` under the sandbox vs a plain subprocess")
     print(f"N={n} runs each; sandbox backend: {sandbox.backend}")
     print(f"{'':<22}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}")
     print(row("plain subprocess", base))
@@ -65,4 +68,6 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    arguments = [a for a in sys.argv[1:] if a != "--quick"]
+    runs = int(arguments[0]) if arguments else (40 if "--quick" in sys.argv else 200)
+    anyio.run(main, runs)

@@ -198,8 +198,15 @@ class Runtime:
         if gate.audit is None and store is not None:
             from .safety.audit import AuditLog
 
-            gate.audit = AuditLog(store, emit=self.submit)
+            gate.audit = AuditLog(store, emit=self._alert_operator)
         return gate
+
+    async def _alert_operator(self, event: Event) -> None:
+        """An alert for whoever runs the runtime (a tool that keeps failing): stored for
+        `wakeful events tail` and sent on the outbox's "operator" channel; no agent is woken."""
+        if self.store is not None:
+            await self.store.add_event(event, status="consumed")
+        await self.outbox.send(event.session, event.text, channel="operator", urgency=event.urgency)
 
     def _policy_settings(self) -> PolicySettings:
         """The command policy's settings, with the runtime's workdir as its workspace unless

@@ -13,6 +13,7 @@ import pytest
 from pydantic import Field
 
 from tool_services import tool_services
+from wakeful.errors import ToolError
 from wakeful.events import user_input
 from wakeful.messages import Message, ToolMessage, UserMessage
 from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
@@ -25,6 +26,7 @@ from wakeful.safety.gate import CallGate
 from wakeful.safety.reviewer import Reviewer
 from wakeful.safety.sidecar import ModelSidecar, RuleSidecar, SidecarSettings
 from wakeful.safety.verification import VerifyRule
+from wakeful.store.sqlite import Store
 from wakeful.tools.spec import ToolContext, ToolResult, tool
 
 pytestmark = pytest.mark.anyio
@@ -311,3 +313,43 @@ async def test_approvals_understand_plain_answers_only_when_one_question_is_open
         assert approvals.answer_from_text("main", "同意")
     assert sorted(v.decision for v in verdicts) == ["allow", "deny"]
     assert not approvals.answer_from_text("main", "yes")  # nothing open any more
+
+
+@tool
+async def flaky() -> str:
+    """Always fails, as a service that is down would."""
+    raise ToolError("the service is down")
+
+
+async def test_the_runtime_audits_every_call_and_alerts_the_operator_once(tmp_path: Path) -> None:
+    turns = [use(call("flaky", call_id=f"f{i}")) for i in range(4)]
+    model = ScriptedModel([*turns, use(call("pretend_shell", command="rm -rf /")), say("ok")])
+    store_path = tmp_path / "w.db"
+    rt = Runtime(
+        model=model,
+        tools=[flaky, pretend_shell],
+        with_core_tools=False,
+        with_timers=False,
+        workdir=tmp_path,
+        gate=gate(tmp_path),
+        store_path=store_path,
+    )
+    async with rt:
+        await rt.submit(user_input("try it"))
+        await rt.wait_idle()
+    alerts = [m for m in rt.outbox.sent if m["channel"] == "operator"]
+    assert len(alerts) == 1
+    assert "The tool flaky failed 3 times" in alerts[0]["text"]
+    assert rt.sessions.keys() == {"main"}  # the alert woke no agent
+    reader = Store.read_only(store_path)
+    try:
+        rows = reader.audit_rows()
+    finally:
+        reader.close()
+    assert [(r.tool, r.status) for r in rows] == [
+        *[("flaky", "error")] * 4,
+        ("pretend_shell", "denied"),
+    ]
+    assert rows[0].data["decisions"] == [{"layer": "sidecar", "decision": "allow", "reasons": []}]
+    assert rows[4].data["decisions"][0]["decision"] == "deny"
+    assert "the service is down" in rows[0].data["error"]
