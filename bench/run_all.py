@@ -26,6 +26,7 @@ BENCHMARKS = (
     "read_file_big",
     "sandbox_start",
     "sidecar_latency",
+    "prefix_stability",
 )
 
 

@@ -156,6 +156,8 @@ def run(
             gate=gate,
             settings=cfg.settings(),
             workdir=Path.cwd(),
+            discovery=cfg.discovery,
+            skills=cfg.skills.settings(),
         )
         try:
             async with rt:

@@ -100,8 +100,18 @@ async def _lint_execution_server() -> LintReport:
         return await lint_mcp_client(Client(server), "execution server")
 
 
+async def _lint_discovery_tools() -> LintReport:
+    from .discovery.session_tools import DISCOVERY_TOOLS
+    from .discovery.skill_tools import SKILL_TOOLS
+
+    tools = [*DISCOVERY_TOOLS, *SKILL_TOOLS]
+    findings = [finding for t in tools for finding in lint_tool(t)]
+    return LintReport("discovery and skills", [t.name for t in tools], findings)
+
+
 BUILTIN_TOOL_SOURCES: list[BuiltinToolSource] = [
     BuiltinToolSource("core tools", _lint_core_tools),
+    BuiltinToolSource("discovery and skills", _lint_discovery_tools),
     BuiltinToolSource("perception server", _lint_perception_server),
     BuiltinToolSource("execution server", _lint_execution_server),
 ]
@@ -285,3 +295,12 @@ def _print_reports(reports: list[LintReport], *, as_json: bool, advice: bool) ->
         )
     if advice and any(r.findings for r in reports):
         _out.print("These findings are advice for a third-party server; --strict makes them fail.")
+
+
+def _register_search() -> None:
+    from .cli_tools_search import register
+
+    register(tools_app)
+
+
+_register_search()

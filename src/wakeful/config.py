@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .agent.router import DEFAULT_STOP_WORDS, Classifier, Router
 from .agent.session import SessionConfig
+from .discovery.session_tools import DiscoverySettings
+from .discovery.skill_tools import SkillsSettings
 from .errors import ConfigError
 from .models.base import Model
 from .safety.commands import PolicySettings
@@ -161,6 +163,20 @@ class ToolsConfig(_Section):
         return [family for family in families if family is not None]
 
 
+class SkillsConfig(_Section):
+    """`[skills]`: folders of SKILL.md files; their index goes into the prompt."""
+
+    enabled: bool = True
+    roots: list[Path] | None = None  # highest precedence first; default: project, user, built-in
+
+    def settings(self) -> SkillsSettings | None:
+        if not self.enabled:
+            return None
+        if self.roots is None:
+            return SkillsSettings()
+        return SkillsSettings(roots=tuple(("configured", root) for root in self.roots))
+
+
 class WakefulConfig(_Section):
     model: ModelConfig | None = None
     parallel_model: ModelConfig | None = None
@@ -171,6 +187,8 @@ class WakefulConfig(_Section):
     compression: CompressionConfig | None = None
     safety: SafetyConfig = Field(default_factory=SafetyConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    discovery: DiscoverySettings | None = None
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     def settings(self) -> list[object]:
         """Every settings object tools look up by class: safety layers and tool families."""
@@ -433,6 +451,22 @@ deny_tools = []                    # tools never run
 # tool = "write_file"
 # when_path = "*.json"
 # command = "python3 -m json.tool {path}"
+
+# Active tool discovery: with many tools (dozens of MCP servers), keep only the core tools in the
+# prompt; the agent finds the others with discover_tools and calls them with call_tool. The
+# prompt then stays byte-identical on every request (the provider's prompt cache keeps hitting).
+# [discovery]
+# enabled = true
+# core = ["web_search"]            # more tools to keep in the prompt
+# k = 5                            # tools discover_tools loads at most
+# embeddings_model = "/path/to/all-MiniLM-L6-v2"   # optional: fuse dense scores with BM25
+
+# Skills: folders with a SKILL.md (name + description front matter). Only their index is in
+# the prompt; the agent reads a body with load_skill when it needs it. Default roots, highest
+# precedence first: ./.wakeful/skills, ./skills, ~/.config/wakeful/skills, the built-in ones.
+[skills]
+enabled = true
+# roots = ["./skills", "/srv/shared-skills"]
 
 # Settings of the execution tools (`wakeful mcp serve execution`, or tools given to a runtime).
 # Secrets are never written here: name the environment variable that holds them.

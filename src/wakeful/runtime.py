@@ -9,8 +9,9 @@ and every task that was running is reported to its session as lost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,6 +22,7 @@ from anyio.abc import TaskGroup
 from .agent.router import Decision, Router, Strategy
 from .agent.session import AgentSession, SessionConfig, SessionObserver
 from .agent.trajectory import Trajectory
+from .discovery.session_tools import Discovery, DiscoverySettings
 from .errors import UserError
 from .events import SYSTEM_ALERT, USER_INPUT, Event, Source
 from .models.base import Model
@@ -35,6 +37,7 @@ from .tools.tasks import TaskManager
 if TYPE_CHECKING:
     from .channels.timers import TimerService
     from .clock import Clock
+    from .discovery.skill_tools import SkillsSettings
     from .safety.approvals import Approvals
     from .safety.commands import PolicySettings
     from .store.sqlite import Store
@@ -78,6 +81,9 @@ class Runtime:
         mcp_servers: Iterable[MCPServerConfig] = (),
         gate: CallGate | Literal["default"] | None = "default",
         settings: Sequence[object] = (),
+        discovery: DiscoverySettings | None = None,
+        mcp_in_process: Mapping[str, Any] | None = None,
+        skills: SkillsSettings | None = None,
     ) -> None:
         self.model = model
         # The safety layers around every call (see wakeful.safety.gate); "default" is the
@@ -87,6 +93,29 @@ class Runtime:
         # Settings objects of tool families and safety layers, found by class (settings_of).
         self.settings = list(settings)
         tool_list = [*core_tools(), *tools] if with_core_tools else list(tools)
+        # With discovery on, only the core tools (and those named in `discovery.core`) are in
+        # the prompt; every other tool is found with discover_tools and called with call_tool.
+        self.discovery_settings = discovery if discovery is not None and discovery.enabled else None
+        self._core_names: tuple[str, ...] = ()
+        if self.discovery_settings is not None:
+            from .discovery.session_tools import DISCOVERY_TOOLS
+
+            base = [t.name for t in core_tools()] if with_core_tools else []
+            self._core_names = (
+                *base,
+                *(t.name for t in DISCOVERY_TOOLS),
+                *self.discovery_settings.core,
+            )
+            tool_list = [*tool_list, *DISCOVERY_TOOLS]
+        # Skills: their names and descriptions go into the system prompt, their bodies are read
+        # with load_skill (a core tool, so it stays in the prompt with discovery on too).
+        self.skills_settings = skills
+        if skills is not None:
+            from .discovery.skill_tools import SKILL_TOOLS
+
+            tool_list = [*tool_list, *SKILL_TOOLS]
+            self._core_names = (*self._core_names, *(t.name for t in SKILL_TOOLS))
+            self.settings.append(skills)
         # Results of read-only calls, reused within a TTL; writes clear it. None turns it off.
         self.result_cache = ResultCache() if result_cache == "default" else result_cache
         self.registry = ToolRegistry(tool_list, cache=self.result_cache)
@@ -104,6 +133,9 @@ class Runtime:
         # power; "full" fsyncs every commit and survives both, at a cost in throughput.
         self.store_synchronous = store_synchronous
         self.mcp_servers = list(mcp_servers)
+        # MCP servers of this process (low-level `Server` or `MCPServer` objects), by name,
+        # reached over the SDK's in-memory transport: for tests and Python tools served by MCP.
+        self.mcp_in_process = dict(mcp_in_process or {})
         self.mcp: MCPToolset | None = None
         self._mcp_tool_names: set[str] = set()
         self.sessions: dict[str, AgentSession] = {}
@@ -161,6 +193,12 @@ class Runtime:
         )
         # Tools' long-lived state (interpreters, shell history) ends before the task group.
         self._stack.push_async_callback(close_state, self._services)
+        if self.skills_settings is not None:
+            await self._add_skills_to_prompt()
+        if self.discovery_settings is not None:
+            # Before recovery (sessions reloaded from the store restore what they had loaded)
+            # and before the MCP servers (their first listing is indexed as it arrives).
+            self._services.state[Discovery] = self._new_discovery(self.discovery_settings)
         if self.with_timers:
             from .channels.timers import TimerService
 
@@ -168,7 +206,7 @@ class Runtime:
             self._services.timers = self.timers
             await self._tg.start(self.timers.run)
         await self._recover()
-        if self.mcp_servers:
+        if self.mcp_servers or self.mcp_in_process:
             # After recovery, so a server's alerts cannot start sessions before it is done.
             from .tools.mcp_client import MCPToolset  # the MCP SDK only when servers are set
 
@@ -177,9 +215,12 @@ class Runtime:
                 emit=self.submit,
                 on_tools_changed=self._sync_mcp_tools,
                 reserved_names=self.registry.names,
+                in_process=self.mcp_in_process,
             )
             await self._stack.enter_async_context(self.mcp)
             await self._sync_mcp_tools()
+        else:
+            self._index_deferred_tools()
 
     def _complete_gate(self, store: Store | None) -> CallGate | None:
         """Give the gate what only a running runtime has: a person to ask (through the outbox)
@@ -224,6 +265,67 @@ class Runtime:
             with anyio.CancelScope(shield=True):
                 await self.store.close()
 
+    async def _add_skills_to_prompt(self) -> None:
+        """Put the skills' index (names and descriptions) in the system prompt, once for the
+        runtime's life, and tell the operator about skills that were skipped or shadowed."""
+        from .discovery.skill_tools import skills_of
+
+        assert self._services is not None
+        skill_set = await skills_of(self._services)
+        index = skill_set.index_text()
+        if index:
+            prompt = f"{self.session_config.system_prompt}\n\n{index}"
+            self.session_config = replace(self.session_config, system_prompt=prompt)
+        for note in skill_set.notes():
+            log.warning("skills: %s", note)
+            await self.outbox.send("operator", note, channel="operator")
+
+    def _new_discovery(self, settings: DiscoverySettings) -> Discovery:
+        from .discovery.index import ToolIndex
+
+        embedder = None
+        if settings.embeddings_model is not None:
+            from .discovery.embeddings import SentenceTransformerEmbedder
+
+            embedder = SentenceTransformerEmbedder(settings.embeddings_model)
+        return Discovery(
+            index=ToolIndex(embedder=embedder), core_names=self._core_names, k=settings.k
+        )
+
+    def _index_deferred_tools(self) -> None:
+        """Give the discovery index every tool outside the prompt, grouped by server: an MCP
+        tool under its server, the runtime's own under "local". Only changed servers are
+        re-indexed."""
+        if self._services is None:
+            return
+        discovery = self._services.state.get(Discovery)
+        if not isinstance(discovery, Discovery):
+            return
+        from .discovery.session_tools import LOCAL_SERVER, catalog_entry
+
+        core = set(self._core_names)
+        by_server: dict[str, list[Tool]] = {}
+        taken: set[str] = set()
+        if self.mcp is not None:
+            for status in self.mcp.status():
+                for remote in status.tools:
+                    name = remote if remote in self._mcp_tool_names else f"{status.name}.{remote}"
+                    found = self.registry.get(name)
+                    if found is not None and name not in core and name not in taken:
+                        by_server.setdefault(status.name, []).append(found)
+                        taken.add(name)
+        local = [t for t in self.registry if t.name not in core and t.name not in taken]
+        if local:
+            by_server.setdefault(LOCAL_SERVER, []).extend(local)
+        descriptions = {LOCAL_SERVER: "Tools of this runtime."}
+        discovery.update(
+            (
+                catalog_entry(server, descriptions.get(server, f"MCP server {server}"), tools),
+                {t.name: t.name for t in tools},
+            )
+            for server, tools in by_server.items()
+        )
+
     async def _sync_mcp_tools(self) -> None:
         """Make the registry offer exactly the tools the MCP servers offer now."""
         assert self.mcp is not None
@@ -239,6 +341,7 @@ class Runtime:
                 status = self.mcp.server(config.name)
                 if status is not None:
                     self.result_cache.declare_third_party(status.tools, trusted=config.trusted)
+        self._index_deferred_tools()
 
     async def __aexit__(
         self,

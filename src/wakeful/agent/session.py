@@ -27,6 +27,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..activity import ActivitySignal
+from ..discovery.session_tools import Discovery, unwrap_call
 from ..errors import ModelAPIError
 from ..events import TOOL_RESULT, Event
 from ..messages import (
@@ -142,12 +143,22 @@ class AgentSession:
         # the latest per task; and the ids of those a newer one replaced.
         self.passive: dict[str, Event] = {}
         self._superseded: list[str] = []
-        self.loaded_tools: list[str] = []
+        self.loaded_tools: list[str] = []  # shown in the status block
         self.phase: Phase = "idle"
         self.model_requests = 0
         # Tokens of every finished turn of this session (discarded turns report none).
         self.usage = Usage()
-        self._tool_definitions: list[ToolDefinition] = registry.definitions()
+        # With discovery, the prompt holds only the core tools, fixed for the session's life so
+        # that every request starts with the same bytes; other tools are found on demand.
+        self.discovery: Discovery | None = services.state.get(Discovery)
+        if self.discovery is not None:
+            self._tool_definitions: list[ToolDefinition] = self.discovery.core_definitions(
+                registry
+            )
+            self.loaded_tools = self.discovery.loaded_for(session_id)
+            self.discovery.restore(session_id, trajectory.messages)
+        else:
+            self._tool_definitions = registry.definitions()
         self._tools_version = registry.version
         self._wake = anyio.Event()
         self._scope: anyio.CancelScope | None = None
@@ -211,7 +222,7 @@ class AgentSession:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             if not self.trajectory.messages:
-                await self._record(SystemMessage(content=self.config.system_prompt))
+                await self._record(SystemMessage(content=self._system_prompt()))
             self._started.set()
             requests_this_activation = 0
             while True:
@@ -244,6 +255,12 @@ class AgentSession:
                     self._needs_model = False
                     if self.config.send_assistant_text and end.message.content.strip():
                         await self.services.outbox.send(self.id, end.message.content)
+
+    def _system_prompt(self) -> str:
+        """The configured prompt, with the tool hierarchy when tools are found on demand. It
+        is recorded once, as the first message, so it is the same on every request."""
+        hint = self.discovery.hint() if self.discovery is not None else ""
+        return f"{self.config.system_prompt}\n\n{hint}" if hint else self.config.system_prompt
 
     async def _record(self, message: Message) -> None:
         await self.trajectory.append(message)
@@ -313,7 +330,8 @@ class AgentSession:
         """Stream one turn. Returns None when it was interrupted (rule 4) or failed."""
         self.phase = "model"
         self.model_requests += 1
-        if self._tools_version != self.registry.version:  # e.g. an MCP server came or went
+        changed = self._tools_version != self.registry.version
+        if changed and self.discovery is None:  # e.g. an MCP server came or went
             self._tool_definitions = self.registry.definitions()
             self._tools_version = self.registry.version
         request = ModelRequest(
@@ -332,9 +350,10 @@ class AgentSession:
                         else:
                             if isinstance(part, ToolCallPart) and self.services.gate is not None:
                                 # The sidecar starts now, while the model goes on streaming.
-                                tool = self.registry.get(part.call.name)
+                                inner = unwrap_call(part.call)
+                                tool = self.registry.get(inner.name)
                                 spec = tool.spec if tool is not None else None
-                                self.services.gate.begin(self.id, part.call, spec, self._tg)
+                                self.services.gate.begin(self.id, inner, spec, self._tg)
                             self.observer.on_stream_part(self.id, part)
             except ModelAPIError as exc:
                 self._scope = None
@@ -372,7 +391,7 @@ class AgentSession:
                 await self._record(self._not_started_result(call, self._interrupt))
                 index += 1
                 continue
-            tool = self.registry.get(call.name)
+            tool = self.registry.get(unwrap_call(call).name)
             if tool is not None and tool.spec.run_mode == "background":
                 await self._record(self._start_background(tool, call))
                 index += 1
@@ -380,7 +399,7 @@ class AgentSession:
             group = [(tool, call)]
             index += 1
             while self._read_only(tool) and index < len(calls):
-                following = self.registry.get(calls[index].name)
+                following = self.registry.get(unwrap_call(calls[index]).name)
                 if not self._read_only(following):
                     break
                 group.append((following, calls[index]))
@@ -589,13 +608,21 @@ class _CallRunner:
 
     async def __call__(self, handle: TaskHandle) -> ToolResult:
         s = self._session
-        ctx = ToolContext(s.id, self._call.id, self._call.name, s.services, task=handle)
+        # A call_tool call runs as the call it wraps: the gate and the tool see that one.
+        call = unwrap_call(self._call)
+        if self._tool is None and s.discovery is not None:
+            return ToolResult.error(
+                f"There is no tool named {call.name!r}. Find one for the need with "
+                "discover_tools, then call it by the name it gives."
+            )
+        ctx = ToolContext(s.id, call.id, call.name, s.services, task=handle)
         gate = s.services.gate
         if gate is None:
-            return await execute_call(self._tool, self._call, ctx, s.registry)
+            return await execute_call(self._tool, call, ctx, s.registry)
         return await gate.run(
-            self._tool, self._call, ctx, self._execute, recent=lambda: s.trajectory.messages
+            self._tool, call, ctx, self._execute, recent=lambda: s.trajectory.messages
         )
 
     async def _execute(self, ctx: ToolContext) -> ToolResult:
-        return await execute_call(self._tool, self._call, ctx, self._session.registry)
+        call = unwrap_call(self._call)
+        return await execute_call(self._tool, call, ctx, self._session.registry)

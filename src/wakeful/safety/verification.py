@@ -13,7 +13,7 @@ not "read the diff again" but "run it". A deployment lists hooks per tool in wak
     when_path = "tests/*.py"
     command = "python -m pytest -q {path}"
 
-`command` runs in the workspace (in the sandbox when one is configured) with `{path}` replaced
+`command` runs in the workspace, inside the sandbox of `[safety.sandbox]`, with `{path}` replaced
 by the call's path argument, shell-quoted; `reread = true` re-reads the file the call wrote and
 reports its size and digest, and whether the text the call meant to write is there. Findings
 are appended to the result as a "Verification:" section and to its structured content; a failed
@@ -34,9 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ToolError
 from ..messages import ToolCall
+from ..services import settings_of
 from ..tools.process import run_process
 from ..tools.spec import ToolContext, ToolResult
 from .paths import confine
+from .sandbox import Sandbox, SandboxSettings
 
 _FINDING_CHARS = 1_500
 
@@ -127,10 +129,18 @@ async def _run_check(
     assert rule.command is not None
     path = arguments.get("path")
     command = rule.command.replace("{path}", shlex.quote(path) if isinstance(path, str) else "")
-    root = ctx.services.workdir
-    result = await run_process(
-        None, command, cwd=root if root is not None else Path.cwd(), timeout=rule.timeout_seconds
-    )
+    root = ctx.services.workdir if ctx.services.workdir is not None else Path.cwd()
+    # A check runs what the agent wrote, so it runs where the agent's own commands do: in the
+    # sandbox (with the `none` backend, only its limits apply).
+    sandbox = Sandbox(settings_of(ctx.services, SandboxSettings), root)
+    async with sandbox.prepare(["bash", "-c", command], cwd=root) as prepared:
+        result = await run_process(
+            None,
+            argv=prepared.argv,
+            cwd=prepared.cwd,
+            env=prepared.env,
+            timeout=rule.timeout_seconds,
+        )
     text = result.content
     if len(text) > _FINDING_CHARS:
         text = text[:_FINDING_CHARS] + f"… [{len(result.content) - _FINDING_CHARS} chars omitted]"

@@ -1,0 +1,163 @@
+"""A fielded BM25 (BM25F) index whose documents can be added and removed one at a time.
+
+Discovery must take in one server's changed tools without rebuilding the whole index, so nothing
+here is precomputed over the collection: document frequencies are the sizes of live posting
+maps, average field lengths are running totals, and the per-term numpy arrays that make a query
+fast are rebuilt lazily, only for the terms a change touched.
+
+Scores are normalised by the query's own ceiling (the sum of its terms' idf, which a document
+could only reach by saturating every term), so they lie in [0, 1] and mean "how much of the need,
+weighted by rarity, this document covers" whatever the catalog size: that is what lets one
+calibrated threshold say "no tool found".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["FieldedBM25"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_INITIAL_SLOTS: Final = 64
+
+
+@dataclass
+class _Postings:
+    """The documents holding one term: per-field counts by slot, and their array form."""
+
+    counts: dict[int, tuple[float, ...]]
+    slots: IntArray | None = None
+    frequencies: FloatArray | None = None
+
+    def arrays(self, fields: int) -> tuple[IntArray, FloatArray]:
+        if self.slots is None or self.frequencies is None:
+            self.slots = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
+            self.frequencies = np.array(list(self.counts.values()), dtype=np.float64).reshape(
+                len(self.counts), fields
+            )
+        return self.slots, self.frequencies
+
+
+class FieldedBM25:
+    """BM25F over documents made of named, weighted fields of terms.
+
+    Documents are identified by any hashable key and stored in integer slots, so that scores
+    come back as one array; freed slots are reused. `k1` and `b` are the usual BM25 constants
+    (`b` applied per field).
+    """
+
+    def __init__(self, weights: Sequence[float], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.k1 = k1
+        self.b = b
+        fields = len(self.weights)
+        self._postings: dict[str, _Postings] = {}
+        self._slot_of: dict[Hashable, int] = {}
+        self._key_of: dict[int, Hashable] = {}
+        self._free: list[int] = []
+        self._terms_of: dict[int, tuple[str, ...]] = {}
+        self._lengths = np.zeros((_INITIAL_SLOTS, fields), dtype=np.float64)
+        self._total_lengths = np.zeros(fields, dtype=np.float64)
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    @property
+    def capacity(self) -> int:
+        """How many slots score arrays have (live documents plus free slots)."""
+        return int(self._lengths.shape[0])
+
+    def slot(self, key: Hashable) -> int | None:
+        return self._slot_of.get(key)
+
+    def key(self, slot: int) -> Hashable:
+        return self._key_of[slot]
+
+    def add(self, key: Hashable, fields: Sequence[Sequence[str]]) -> int:
+        """Index a document (replacing one of the same key) and return its slot."""
+        if len(fields) != len(self.weights):
+            raise ValueError(f"expected {len(self.weights)} fields, got {len(fields)}")
+        self.remove(key)
+        slot = self._free.pop() if self._free else len(self._slot_of)
+        if slot >= self.capacity:
+            grown = np.zeros((self.capacity * 2, len(self.weights)), dtype=np.float64)
+            grown[: self.capacity] = self._lengths
+            self._lengths = grown
+        self._slot_of[key] = slot
+        self._key_of[slot] = key
+        per_field = [Counter(terms) for terms in fields]
+        vocabulary = set().union(*per_field)
+        for term in vocabulary:
+            postings = self._postings.setdefault(term, _Postings({}))
+            postings.counts[slot] = tuple(float(counts[term]) for counts in per_field)
+            postings.slots = postings.frequencies = None
+        self._terms_of[slot] = tuple(vocabulary)
+        lengths = np.array([len(terms) for terms in fields], dtype=np.float64)
+        self._lengths[slot] = lengths
+        self._total_lengths += lengths
+        return slot
+
+    def remove(self, key: Hashable) -> bool:
+        """Forget a document; False when there was none under `key`."""
+        slot = self._slot_of.pop(key, None)
+        if slot is None:
+            return False
+        del self._key_of[slot]
+        for term in self._terms_of.pop(slot):
+            postings = self._postings[term]
+            del postings.counts[slot]
+            if postings.counts:
+                postings.slots = postings.frequencies = None
+            else:
+                del self._postings[term]
+        self._total_lengths -= self._lengths[slot]
+        self._lengths[slot] = 0.0
+        self._free.append(slot)
+        return True
+
+    def idf(self, term: str) -> float:
+        """Robertson–Spärck Jones idf, floored at zero by the +1 inside the log (Lucene's form).
+
+        A term no document holds gets the idf of a term in none of them: the rarest possible,
+        so an unmatched word of the need weighs fully in the normalising ceiling.
+        """
+        documents = len(self._slot_of)
+        postings = self._postings.get(term)
+        frequency = len(postings.counts) if postings else 0
+        return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+
+    def scores(self, terms: Sequence[str]) -> FloatArray:
+        """Normalised BM25F scores in [0, 1] of every slot for a query of `terms`.
+
+        A repeated query term counts once: needs are short and repetition there is emphasis by
+        accident rather than by design.
+        """
+        scores = np.zeros(self.capacity, dtype=np.float64)
+        unique = list(dict.fromkeys(terms))
+        if not unique or not self._slot_of:
+            return scores
+        averages = self._total_lengths / len(self._slot_of)
+        averages[averages == 0.0] = 1.0
+        ceiling = 0.0
+        for term in unique:
+            idf = self.idf(term)
+            ceiling += idf
+            postings = self._postings.get(term)
+            if postings is None or idf == 0.0:
+                continue
+            slots, frequencies = postings.arrays(len(self.weights))
+            norms = 1.0 - self.b + self.b * self._lengths[slots] / averages
+            weighted = (frequencies / norms) @ self.weights
+            scores[slots] += idf * weighted / (self.k1 + weighted)
+        if ceiling > 0.0:
+            scores /= ceiling
+        return scores

@@ -1,0 +1,79 @@
+"""How the signals of the two levels, lexical and dense, become one score per tool.
+
+For each signal (lexical, dense) a tool's score mixes its own similarity `t` with its server's
+`s`: `(t + server_weight·s + product_weight·(s·t)·max(s, t))`, divided by the sum of the weights.
+The last term is MCP-Zero's hierarchical score, which rewards agreement between the levels; the
+first keeps the flat tool-level match so that a strong tool in a weakly described server still
+ranks; the second lets a need phrased in a server's words ("on GitHub") lift that server's tools.
+The dense mix is then blended with the lexical one by `dense_weight` (normalised-score fusion:
+both are similarities on comparable [0, 1] scales, so no rank conversion is needed).
+
+The constants were chosen on the development sets only (metatool, livemcpbench), by recall@5
+and top-1. Lexical scores are BM25F normalised by the need's idf mass; their scale is low because
+unmatched words of the need count against it.
+
+The "no tool found" thresholds were calibrated on the same sets: for each need, the top score
+with the full catalog when the top tool is right (answerable) against the top score after
+removing the servers of its expected tools (unanswerable: whatever ranks first is a wrong
+guess). Each threshold sits at the equal-error point of the two distributions: lexical 0.075
+keeps 54-66 % of right answers and rejects 67 % of wrong ones; dense-fused 0.14 (all-MiniLM-L6-v2)
+keeps about 75 % and rejects about 75-80 %.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Ranking", "fuse"]
+
+_FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The fusion constants and the "no tool found" threshold of one kind of index."""
+
+    server_weight: float
+    product_weight: float
+    dense_weight: float
+    threshold: float
+
+    @classmethod
+    def lexical(cls) -> Ranking:
+        return cls(server_weight=0.3, product_weight=0.5, dense_weight=0.0, threshold=0.075)
+
+    @classmethod
+    def dense(cls) -> Ranking:
+        return cls(server_weight=0.5, product_weight=0.5, dense_weight=0.4, threshold=0.14)
+
+
+def _levels(tool: _FloatArray, server: _FloatArray, ranking: Ranking) -> _FloatArray:
+    mixed = (
+        tool
+        + ranking.server_weight * server
+        + ranking.product_weight * (server * tool) * np.maximum(server, tool)
+    )
+    return mixed / (1.0 + ranking.server_weight + ranking.product_weight)
+
+
+def fuse(
+    ranking: Ranking,
+    *,
+    tool_lexical: _FloatArray,
+    server_lexical: _FloatArray,
+    tool_dense: npt.NDArray[np.floating[npt.NBitBase]] | None = None,
+    server_dense: npt.NDArray[np.floating[npt.NBitBase]] | None = None,
+) -> _FloatArray:
+    """One score per tool slot from the per-slot similarities of each level and signal."""
+    lexical = _levels(tool_lexical, server_lexical, ranking)
+    if tool_dense is None or server_dense is None or ranking.dense_weight == 0.0:
+        return lexical
+    dense = _levels(
+        np.clip(tool_dense.astype(np.float64), 0.0, 1.0),
+        np.clip(server_dense.astype(np.float64), 0.0, 1.0),
+        ranking,
+    )
+    return (1.0 - ranking.dense_weight) * lexical + ranking.dense_weight * dense
