@@ -215,7 +215,8 @@ async def test_an_unknown_command_is_refused_with_a_hint_and_never_sent(tmp_path
             await ConsoleChannel(rt, stream=stream, console=console).run()
         output = printed(console)
         assert (
-            "Unknown command /x; /help lists the commands (/help, /quit, /stop, /tasks)" in output
+            "Unknown command /x; /help lists the commands (/help, /quit, /stop, /tasks, /approvals"
+            in output
         )
         assert "start the line with //" in output
         assert "Unknown command /stopnow;" in output  # not a stop with the reason "now"
@@ -242,3 +243,41 @@ async def test_only_this_sessions_messages_are_printed_and_urgent_ones_stand_out
     assert "for another window" not in output
     assert "\x1b[1;31mwakeful>\x1b[0m the build failed" in output  # bold red
     assert "wakeful (in parallel)> side answer" in Text.from_ansi(output).plain
+
+
+async def test_a_call_waiting_for_approval_is_listed_and_answered_from_the_console(
+    tmp_path: Path,
+) -> None:
+    from wakeful.tools.shell import run_shell
+
+    (tmp_path / "build").mkdir()
+    console = screen()
+    model = ScriptedModel([use(call("run_shell", command="rm -rf build")), say("")])
+    rt = Runtime(
+        model=model,
+        tools=[run_shell],
+        with_core_tools=False,
+        with_timers=False,
+        workdir=tmp_path,
+        store_path=tmp_path / "wakeful.db",
+    )
+    async with rt:
+
+        def channel(stream: io.TextIOWrapper) -> ConsoleChannel:
+            return ConsoleChannel(rt, stream=stream, console=console)
+
+        async with typing_into(channel) as type_line:
+            type_line("clean the build directory")
+            await wait_until(lambda: "Approval needed" in printed(console))
+            type_line("/approvals")
+            await wait_until(lambda: "rm -rf build" in printed(console).split("/approve")[-1])
+            assert rt.approvals is not None
+            (request,) = rt.approvals.pending("main")
+            type_line("/approve nope")
+            await wait_until(lambda: "No call is waiting with id nope" in printed(console))
+            type_line(f"/approve {request.id}")
+            await wait_until(lambda: f"Approved {request.id}" in printed(console))
+        await rt.wait_idle()
+        events = [kind for kind, _, _ in await stored_events(rt)]
+    assert not (tmp_path / "build").exists()
+    assert events == ["user.input"]  # the answers went to the approvals, not to the agent

@@ -24,14 +24,15 @@ from ..models.base import StreamPart
 from ..runtime import Runtime
 
 HELP = (
-    "Type a message and press Enter. /stop [reason] interrupts, /tasks lists tasks, /help shows "
-    "this, /quit leaves. Start a line with // to send text that begins with /."
+    "Type a message and press Enter. /stop [reason] interrupts, /tasks lists tasks, "
+    "/approvals lists calls waiting for you, /approve ID or /deny ID (and why) answers one, /help "
+    "shows this, /quit leaves. Start a line with // to send text that begins with /."
 )
 
 # A command is a slash and a word, alone or followed by a space and arguments. Other lines that
 # start with a slash ("/etc/hosts is empty?") are ordinary text.
 _COMMAND: Final = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
-COMMANDS: Final = ("help", "quit", "stop", "tasks")
+COMMANDS: Final = ("help", "quit", "stop", "tasks", "approvals", "approve", "deny")
 
 
 class ConsoleObserver:
@@ -127,6 +128,10 @@ class ConsoleChannel:
             self.show_tasks()
         elif name == "stop":
             await self.runtime.submit(user_interrupt(argument or "stop", session=self.session))
+        elif name == "approvals":
+            self.show_approvals()
+        elif name in ("approve", "deny"):
+            self.answer_approval(name == "approve", argument)
         else:
             self.console.print(
                 f"[yellow]Unknown command /{escape(typed)}; /help lists the commands "
@@ -134,6 +139,35 @@ class ConsoleChannel:
                 "with //.[/yellow]"
             )
         return True
+
+    def show_approvals(self) -> None:
+        """The calls of this session waiting for the user's yes or no."""
+        approvals = self.runtime.approvals
+        waiting = approvals.pending(self.session) if approvals is not None else []
+        if not waiting:
+            self.console.print("[dim]No call is waiting for your approval.[/dim]")
+        for request in waiting:
+            why = " ".join(request.reasons)
+            self.console.print(
+                f"[yellow]{request.id}[/yellow] {escape(request.tool)} {escape(request.summary)}"
+                f" [dim]— {escape(why)}[/dim]"
+            )
+
+    def answer_approval(self, approve: bool, argument: str) -> None:
+        """`/approve ID [why]` or `/deny ID [why]`: answer one waiting call."""
+        verb = "approve" if approve else "deny"
+        request_id, _, why = argument.partition(" ")
+        approvals = self.runtime.approvals
+        if not request_id:
+            self.console.print(f"[yellow]Give the id: /{verb} ID (see /approvals).[/yellow]")
+        elif approvals is None or not approvals.resolve(request_id.lower(), approve, why.strip()):
+            self.console.print(
+                f"[yellow]No call is waiting with id {escape(request_id)}; /approvals lists "
+                "those that are.[/yellow]"
+            )
+        else:
+            done = "Approved" if approve else "Denied"
+            self.console.print(f"[dim]{done} {escape(request_id)}.[/dim]")
 
     def show_tasks(self) -> None:
         """The session's background tasks (finished ones too) and the calls still running."""

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ..channels.shell_monitor import monitor_shell
 from ..errors import ToolError
-from .process import run_process
+from .process import DEFAULT_TIMEOUT_HINT, run_process
 from .spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .tasks import TaskHandle
 
@@ -86,8 +86,10 @@ async def run_shell(
 
     It cannot read input (stdin is empty) or answer prompts: pass flags such as `-y`. Processes a
     command leaves running in the background (`cmd &`) are stopped when it exits; run a server in
-    the foreground with background=True instead. There is no sandbox yet: the command runs with
-    the runtime's own permissions, files and network, so run nothing you would not run by hand.
+    the foreground with background=True instead. Where the runtime has a sandbox configured
+    (`[safety.sandbox]`, the default of `wakeful run`), the command runs in it: only the
+    workspace is writable, no network unless granted, limits on CPU, memory and processes, and
+    nothing it starts outlives it; without one it runs with the runtime's own permissions.
 
     Result, inline: "Exit code 0. Output:" and the output (stdout and stderr merged); long
     output keeps the first and last 50 lines with "[… N lines omitted …]" between. A non-zero
@@ -101,14 +103,12 @@ async def run_shell(
     workdir = await _working_directory(ctx, cwd)
     if not background:
         timeout = timeout_seconds or INLINE_TIMEOUT_SECONDS
-        return await run_process(ctx.task, command, cwd=workdir, timeout=timeout)
+        return await _run(ctx, ctx.task, command, workdir, timeout, DEFAULT_TIMEOUT_HINT)
 
     timeout = timeout_seconds or BACKGROUND_TIMEOUT_SECONDS
 
     async def run_in_background(handle: TaskHandle) -> ToolResult:
-        return await run_process(
-            handle, command, cwd=workdir, timeout=timeout, timeout_hint=_BACKGROUND_TIMEOUT_HINT
-        )
+        return await _run(ctx, handle, command, workdir, timeout, _BACKGROUND_TIMEOUT_HINT)
 
     handle = ctx.services.tasks.start(
         session=ctx.session,
@@ -125,6 +125,33 @@ async def run_shell(
         "next": "The result will arrive as a tool.result event. Meanwhile use task_status, "
         "monitor_shell or cancel_task with this task_id.",
     }
+
+
+async def _run(
+    ctx: ToolContext,
+    handle: TaskHandle | None,
+    command: str,
+    workdir: Path | None,
+    timeout: float,  # noqa: ASYNC109 - reported in the result, not raised
+    hint: str,
+) -> ToolResult:
+    """Run the command, in the sandbox when the services were given sandbox settings."""
+    from ..safety.sandbox import Sandbox, SandboxSettings
+
+    settings = ctx.services.settings.get(SandboxSettings)
+    root = ctx.services.workdir
+    if not isinstance(settings, SandboxSettings) or root is None:
+        return await run_process(handle, command, cwd=workdir, timeout=timeout, timeout_hint=hint)
+    sandbox = await anyio.to_thread.run_sync(Sandbox, settings, root)  # probes bwrap once
+    async with sandbox.prepare(["bash", "-c", command], cwd=workdir or root) as prepared:
+        return await run_process(
+            handle,
+            argv=prepared.argv,
+            cwd=prepared.cwd,
+            env=prepared.env,
+            timeout=timeout,
+            timeout_hint=hint,
+        )
 
 
 async def _working_directory(ctx: ToolContext, cwd: str | None) -> Path | None:

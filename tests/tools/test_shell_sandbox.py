@@ -1,0 +1,51 @@
+"""run_shell in the sandbox, where the runtime was given sandbox settings (as `wakeful run` is):
+the workspace is writable, the rest of the system is not, and nothing outlives the command."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from process_probes import live_processes_matching
+from tool_services import tool_services
+from wakeful.safety.sandbox import SandboxSettings
+from wakeful.tools.shell import run_shell
+from wakeful.tools.spec import ToolContext
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+]
+
+
+async def test_run_shell_runs_in_the_sandbox_when_one_is_configured(tmp_path: Path) -> None:
+    async with tool_services(tmp_path) as (services, _events):
+        services.settings[SandboxSettings] = SandboxSettings(backend="bwrap")
+        ctx = ToolContext("main", "c1", "run_shell", services)
+        wrote = await run_shell.run({"command": "echo inside > here.txt && cat here.txt"}, ctx)
+        refused = await run_shell.run({"command": "touch /etc/wakeful-escape"}, ctx)
+        marker = "wakeful-sandbox-daemon-5151"
+        await run_shell.run(
+            {"command": f"setsid bash -c 'exec -a {marker} sleep 1000' & sleep 0.2"}, ctx
+        )
+    assert not wrote.is_error and "inside" in wrote.content
+    assert (tmp_path / "here.txt").read_text() == "inside\n"
+    assert refused.is_error
+    assert "Read-only file system" in refused.content
+    assert not await anyio.Path("/etc/wakeful-escape").exists()
+    assert live_processes_matching(marker) == []
+
+
+async def test_without_sandbox_settings_it_runs_as_before(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with tool_services(workspace) as (services, _events):
+        ctx = ToolContext("main", "c1", "run_shell", services)
+        result = await run_shell.run({"command": f"echo x > {outside}/f.txt"}, ctx)
+    assert not result.is_error
+    assert (outside / "f.txt").read_text() == "x\n"
