@@ -42,3 +42,36 @@ async def test_an_agent_reads_a_file_through_the_perception_server(tmp_path: Pat
         ]
         assert result.status == "ok"
         assert "“quoted”\r" in result.content and "second line" in result.content
+
+
+async def test_a_poisoned_tool_is_held_back_and_a_call_to_it_says_why(tmp_path: Path) -> None:
+    import sys
+
+    from wakeful.events import user_input
+    from wakeful.messages import ToolMessage
+    from wakeful.models import ScriptedModel, call, say, use
+    from wakeful.runtime import Runtime
+    from wakeful.safety.mcp_pins import ToolPins
+
+    script = Path(__file__).parent / "mcp_servers" / "poisoned.py"
+    server = MCPServerConfig(name="calc", command=[sys.executable, str(script)])
+    model = ScriptedModel([use(call("add", a=1, b=2), call("multiply", a=2, b=3)), say("")])
+    lock = tmp_path / "wakeful.lock.json"
+    runtime = Runtime(
+        model=model,
+        with_timers=False,
+        mcp_servers=[server],
+        mcp_pins=ToolPins.load(lock),
+    )
+    async with runtime as rt:
+        await rt.submit(user_input("add and multiply"))
+        await rt.wait_idle()
+        added, multiplied = [
+            m for m in rt.sessions["main"].trajectory.messages if isinstance(m, ToolMessage)
+        ]
+        offered = {t.name for t in model.requests[0].tools}
+    assert "add" not in offered and "multiply" in offered
+    assert added.status == "error"
+    assert "wakeful mcp approve calc add" in added.content
+    assert multiplied.content.strip() == "6"
+    assert lock.exists()  # the benign tool was pinned on first use

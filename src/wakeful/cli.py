@@ -137,6 +137,11 @@ def run(
         parallel = build_model(cfg.parallel_model) if cfg.parallel_model else None
         router = build_router(cfg.router)
         gate = build_gate(cfg.safety, rules=cfg.agent.system_prompt)
+        pins = None
+        if cfg.mcp.pinning and cfg.mcp.servers:
+            from .safety.mcp_pins import ToolPins
+
+            pins = ToolPins.load(cfg.mcp.lock_file, default_mode=cfg.mcp.pin_mode)
     except UserError as exc:
         raise fail(str(exc)) from exc
 
@@ -158,6 +163,7 @@ def run(
             workdir=Path.cwd(),
             discovery=cfg.discovery,
             skills=cfg.skills.settings(),
+            mcp_pins=pins,
         )
         try:
             async with rt:

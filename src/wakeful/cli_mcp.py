@@ -32,6 +32,15 @@ serve_app = typer.Typer(
 )
 mcp_app.add_typer(serve_app, name="serve")
 
+
+def _register_trust_commands() -> None:
+    from .cli_mcp_trust import register
+
+    register(mcp_app)
+
+
+_register_trust_commands()
+
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

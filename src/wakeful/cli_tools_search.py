@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .discovery import Catalog, Embedder, ToolIndex, load_queries
+from .discovery import Catalog, Embedder, Ranking, ToolIndex, load_queries
 from .errors import UserError
 
 __all__ = ["register"]
@@ -74,6 +74,16 @@ def search(
             show_default=False,
         ),
     ] = None,
+    static_embeddings: Annotated[
+        Path | None,
+        typer.Option(
+            "--static-embeddings",
+            help="A sentence-transformers model folder whose static token embeddings (distilled "
+            "once, then cached) are fused in: microseconds a need. With --embeddings too, the "
+            "full model is asked only when the two best tools score close.",
+            show_default=False,
+        ),
+    ] = None,
     index_file: Annotated[
         Path | None,
         typer.Option(
@@ -86,7 +96,7 @@ def search(
 ) -> None:
     """Rank the tools of a catalog for a need, or for every query of a JSONL file."""
     try:
-        _search(need, catalog, queries, k, as_json, embeddings, index_file)
+        _search(need, catalog, queries, k, as_json, embeddings, static_embeddings, index_file)
     except UserError as exc:
         _err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from exc
@@ -99,6 +109,7 @@ def _search(
     k: int | None,
     as_json: bool,
     embeddings: Path | None,
+    static_embeddings: Path | None,
     index_file: Path | None,
 ) -> None:
     if (need is None) == (queries is None):
@@ -106,7 +117,7 @@ def _search(
     count = k if k is not None else (DEFAULT_K_QUERIES if queries else DEFAULT_K_NEED)
     if count <= 0:
         raise UserError(f"--k must be a positive number of tools; got {count}.")
-    index = _open_index(catalog, embeddings, index_file)
+    index = _open_index(catalog, embeddings, static_embeddings, index_file)
     if queries is not None:
         for query in load_queries(queries):
             ranked = index.rank(query.query, count)
@@ -149,21 +160,35 @@ def _search(
 
 
 def _open_index(
-    catalog: Path | None, embeddings: Path | None, index_file: Path | None
+    catalog: Path | None,
+    embeddings: Path | None,
+    static_embeddings: Path | None,
+    index_file: Path | None,
 ) -> ToolIndex:
     embedder: Embedder | None = None
+    precise: Embedder | None = None
+    ranking: Ranking | None = None
     if embeddings is not None:
         from .discovery import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder(embeddings)
+    if static_embeddings is not None:
+        from .discovery import StaticEmbedder
+
+        precise, embedder = embedder, StaticEmbedder.from_model(static_embeddings)
+        ranking = Ranking.static()
     if index_file is not None and index_file.exists():
-        return ToolIndex.load(index_file, embedder=embedder)
+        return ToolIndex.load(
+            index_file, embedder=embedder, ranking=ranking, precise_embedder=precise
+        )
     if catalog is None:
         raise UserError(
             "Give --catalog PATH (a catalog file or a folder holding catalog.json), or "
             "--index FILE naming an index saved before."
         )
-    index = ToolIndex.build(Catalog.load(catalog), embedder=embedder)
+    index = ToolIndex.build(
+        Catalog.load(catalog), embedder=embedder, ranking=ranking, precise_embedder=precise
+    )
     if index_file is not None:
         index.save(index_file)
     return index

@@ -109,6 +109,12 @@ class StoreConfig(_Section):
 
 class MCPConfig(_Section):
     servers: list[MCPServerConfig] = Field(default_factory=list)
+    # Every tool definition is pinned by its SHA-256 in this file; a tool that changes is
+    # disabled until `wakeful mcp approve SERVER [TOOL]`. "first_use" pins a new server's tools
+    # when it is first seen; "require" keeps them off until approved.
+    pinning: bool = True
+    lock_file: Path = Path("wakeful.lock.json")
+    pin_mode: Literal["first_use", "require"] = "first_use"
 
 
 class SidecarModelConfig(ModelConfig):
@@ -397,6 +403,14 @@ cancel_grace_seconds = 5.0                # time a cancelled tool gets to clean 
 # name = "remote"
 # url = "http://127.0.0.1:8765/mcp"
 # trusted = false          # third-party annotations are hints only unless trusted
+#
+# Third-party tool text is scanned for injected instructions; a tool with a high finding is
+# disabled (alerted only on trusted servers). Tool definitions are pinned by hash: a tool that
+# changes is disabled until `wakeful mcp approve SERVER [TOOL]`.
+# [mcp]
+# pinning = true
+# lock_file = "wakeful.lock.json"
+# pin_mode = "first_use"   # or "require": new servers' tools stay off until approved
 
 [store]
 path = ".wakeful/wakeful.db"   # SQLite: events, trajectories, tasks, timers (relative to this file)

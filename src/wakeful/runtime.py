@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .discovery.skill_tools import SkillsSettings
     from .safety.approvals import Approvals
     from .safety.commands import PolicySettings
+    from .safety.mcp_pins import ToolPins
     from .store.sqlite import Store
     from .tools.mcp_client import MCPToolset
 
@@ -84,6 +85,7 @@ class Runtime:
         discovery: DiscoverySettings | None = None,
         mcp_in_process: Mapping[str, Any] | None = None,
         skills: SkillsSettings | None = None,
+        mcp_pins: ToolPins | None = None,
     ) -> None:
         self.model = model
         # The safety layers around every call (see wakeful.safety.gate); "default" is the
@@ -136,6 +138,8 @@ class Runtime:
         # MCP servers of this process (low-level `Server` or `MCPServer` objects), by name,
         # reached over the SDK's in-memory transport: for tests and Python tools served by MCP.
         self.mcp_in_process = dict(mcp_in_process or {})
+        # The lock file of pinned MCP tool definitions (see wakeful.safety.mcp_pins); None: off.
+        self.mcp_pins = mcp_pins
         self.mcp: MCPToolset | None = None
         self._mcp_tool_names: set[str] = set()
         self.sessions: dict[str, AgentSession] = {}
@@ -216,6 +220,7 @@ class Runtime:
                 on_tools_changed=self._sync_mcp_tools,
                 reserved_names=self.registry.names,
                 in_process=self.mcp_in_process,
+                pins=self.mcp_pins,
             )
             await self._stack.enter_async_context(self.mcp)
             await self._sync_mcp_tools()
@@ -336,6 +341,8 @@ class Runtime:
         for tool in tools:
             self.registry.add(tool, replace=True)
         self._mcp_tool_names = offered
+        # A call to a tool that is held back (changed since pinned, or poisoned) says why.
+        self.registry.unavailable = {d.tool: d.reason for d in self.mcp.disabled()}
         if self.result_cache is not None:
             for config in self.mcp_servers:
                 status = self.mcp.server(config.name)

@@ -152,9 +152,7 @@ class AgentSession:
         # that every request starts with the same bytes; other tools are found on demand.
         self.discovery: Discovery | None = services.state.get(Discovery)
         if self.discovery is not None:
-            self._tool_definitions: list[ToolDefinition] = self.discovery.core_definitions(
-                registry
-            )
+            self._tool_definitions: list[ToolDefinition] = self.discovery.core_definitions(registry)
             self.loaded_tools = self.discovery.loaded_for(session_id)
             self.discovery.restore(session_id, trajectory.messages)
         else:
@@ -610,7 +608,11 @@ class _CallRunner:
         s = self._session
         # A call_tool call runs as the call it wraps: the gate and the tool see that one.
         call = unwrap_call(self._call)
-        if self._tool is None and s.discovery is not None:
+        if (
+            self._tool is None
+            and s.discovery is not None
+            and call.name not in s.registry.unavailable
+        ):
             return ToolResult.error(
                 f"There is no tool named {call.name!r}. Find one for the need with "
                 "discover_tools, then call it by the name it gives."

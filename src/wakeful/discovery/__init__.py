@@ -12,6 +12,7 @@ from .catalog import Catalog, CatalogServer, CatalogTool, Query, load_queries
 from .embeddings import Embedder, SentenceTransformerEmbedder
 from .fusion import Ranking
 from .index import NOT_FOUND_ADVICE, Match, SearchResult, ToolIndex
+from .static_embeddings import StaticEmbedder
 from .tokenize import tokenize
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Ranking",
     "SearchResult",
     "SentenceTransformerEmbedder",
+    "StaticEmbedder",
     "ToolIndex",
     "load_queries",
     "tokenize",

@@ -5,6 +5,10 @@ tool's score combines its own match with its server's (:mod:`.fusion`), so a nee
 server's vocabulary ("on GitHub") lifts that server's tools, while a flat tool-level term keeps a
 strong tool in a weakly described server from being lost. Updating one server re-indexes only
 its own documents.
+
+Dense similarity can come from two embedders: a fast one used for every need (static token
+embeddings, microseconds) and a precise one (the full transformer, 10-20 ms) consulted only when
+the fast ranking is ambiguous, so that most needs are answered well under the latency budget.
 """
 
 from __future__ import annotations
@@ -116,24 +120,81 @@ def _server_fields(server: CatalogServer) -> list[list[str]]:
     ]
 
 
+class _Vectors:
+    """One embedder's vectors of every server slot and tool slot, grown with the slots."""
+
+    def __init__(self) -> None:
+        self.servers: npt.NDArray[np.float32] | None = None
+        self.tools: npt.NDArray[np.float32] | None = None
+        # One past the highest tool slot ever stored: a query multiplies only these rows, since
+        # the capacity doubles and reading the free half costs memory bandwidth for nothing.
+        self.tool_rows = 0
+
+    def store(
+        self,
+        slots: Sequence[int | None],
+        vectors: npt.NDArray[np.float32],
+        *,
+        level: str,
+        capacity: int,
+    ) -> None:
+        current = self.servers if level == "server" else self.tools
+        dimension = int(vectors.shape[1]) if vectors.size else 0
+        if current is None or current.shape[0] < capacity:
+            grown = np.zeros((capacity, dimension or _dimension(current)), dtype=np.float32)
+            if current is not None:
+                grown[: current.shape[0]] = current
+            current = grown
+        for slot, vector in zip(slots, vectors, strict=True):
+            if slot is not None:
+                current[slot] = vector
+                if level == "tool":
+                    self.tool_rows = max(self.tool_rows, slot + 1)
+        if level == "server":
+            self.servers = current
+        else:
+            self.tools = current
+
+
 class ToolIndex:
-    """Searchable servers and tools; lexical by default, dense-fused when given an embedder."""
+    """Searchable servers and tools; lexical by default, dense-fused when given an embedder.
+
+    `embedder` embeds every need and document; `precise_embedder`, when given, embeds them too
+    but is asked about a need only when the ranking by `embedder` is ambiguous (the two best
+    scores within `ranking.second_opinion_margin` of each other). With a precise embedder the
+    default ranking is :meth:`Ranking.static`, tuned for a `StaticEmbedder` as `embedder`.
+    """
 
     def __init__(
         self,
         *,
         embedder: Embedder | None = None,
         ranking: Ranking | None = None,
+        precise_embedder: Embedder | None = None,
     ) -> None:
+        if precise_embedder is not None and embedder is None:
+            raise ValueError(
+                "A precise embedder is a second opinion on a fast one: give embedder= too "
+                "(e.g. StaticEmbedder.from_model(path)), or pass the precise one as embedder."
+            )
         self.embedder = embedder
-        self.ranking = ranking or (Ranking.dense() if embedder else Ranking.lexical())
+        self.precise_embedder = precise_embedder
+        if ranking is None:
+            if precise_embedder is not None:
+                ranking = Ranking.static()
+            else:
+                ranking = Ranking.dense() if embedder else Ranking.lexical()
+        self.ranking = ranking
         self.servers: dict[str, CatalogServer] = {}
         self._tools = FieldedBM25(TOOL_FIELDS)
         self._servers = FieldedBM25(SERVER_FIELDS)
         # Per tool slot: the slot of its server in `_servers`; -1 for free slots.
         self._server_slot_of_tool = np.full(self._tools.capacity, -1, dtype=np.int64)
-        self._tool_vectors: npt.NDArray[np.float32] | None = None
-        self._server_vectors: npt.NDArray[np.float32] | None = None
+        self._fast = _Vectors()
+        self._precise = _Vectors()
+        # How many needs were ranked, and how many of them asked the precise embedder.
+        self.needs_ranked = 0
+        self.second_opinions = 0
 
     @classmethod
     def build(
@@ -142,8 +203,9 @@ class ToolIndex:
         *,
         embedder: Embedder | None = None,
         ranking: Ranking | None = None,
+        precise_embedder: Embedder | None = None,
     ) -> ToolIndex:
-        index = cls(embedder=embedder, ranking=ranking)
+        index = cls(embedder=embedder, ranking=ranking, precise_embedder=precise_embedder)
         index.upsert_servers(catalog.servers.values())
         return index
 
@@ -163,8 +225,9 @@ class ToolIndex:
         batch = list(servers)
         for server in batch:
             self._index_server(server)
-        if self.embedder is not None and batch:
-            self._embed(batch)
+        if batch:
+            self._embed(batch, self.embedder, self._fast)
+            self._embed(batch, self.precise_embedder, self._precise)
 
     def remove_server(self, name: str) -> None:
         """Forget a server and its tools; unknown names are ignored."""
@@ -190,41 +253,27 @@ class ToolIndex:
                 self._server_slot_of_tool = grown
             self._server_slot_of_tool[slot] = server_slot
 
-    def _embed(self, servers: Sequence[CatalogServer]) -> None:
-        assert self.embedder is not None
+    def _embed(
+        self, servers: Sequence[CatalogServer], embedder: Embedder | None, into: _Vectors
+    ) -> None:
+        if embedder is None:
+            return
         tools = [(s, t) for s in servers for t in s.tools]
-        vectors = self.embedder.embed(
+        vectors = embedder.embed(
             [server_text(s) for s in servers] + [tool_text(t) for _, t in tools]
         )
-        self._store_vectors(
+        into.store(
             [self._servers.slot(s.name) for s in servers],
             vectors[: len(servers)],
             level="server",
+            capacity=self._servers.capacity,
         )
-        self._store_vectors(
+        into.store(
             [self._tools.slot((s.name, t.name)) for s, t in tools],
             vectors[len(servers) :],
             level="tool",
+            capacity=self._tools.capacity,
         )
-
-    def _store_vectors(
-        self, slots: Sequence[int | None], vectors: npt.NDArray[np.float32], *, level: str
-    ) -> None:
-        capacity = self._servers.capacity if level == "server" else self._tools.capacity
-        current = self._server_vectors if level == "server" else self._tool_vectors
-        dimension = int(vectors.shape[1]) if vectors.size else 0
-        if current is None or current.shape[0] < capacity:
-            grown = np.zeros((capacity, dimension or _dimension(current)), dtype=np.float32)
-            if current is not None:
-                grown[: current.shape[0]] = current
-            current = grown
-        for slot, vector in zip(slots, vectors, strict=True):
-            if slot is not None:
-                current[slot] = vector
-        if level == "server":
-            self._server_vectors = current
-        else:
-            self._tool_vectors = current
 
     def rank(self, need: str, k: int = 10) -> tuple[Match, ...]:
         """The `k` best tools for `need`, best first, however weak (for measurement and review)."""
@@ -259,26 +308,57 @@ class ToolIndex:
     def _scores(self, need: str) -> _FloatArray | None:
         if not self._tools:
             return None
+        self.needs_ranked += 1
         terms = tokenize(need)
         tool_lexical = self._tools.scores(terms)
         server_lexical = self._servers.scores(terms)
-        live = self._server_slot_of_tool >= 0
-        owner = np.where(live, self._server_slot_of_tool, 0)[: len(tool_lexical)]
-        tool_dense = server_dense = None
-        if self.embedder is not None and self._tool_vectors is not None:
-            query = self.embedder.embed([need])[0]
-            tool_dense = self._tool_vectors @ query
-            assert self._server_vectors is not None
-            server_dense = self._server_vectors @ query
-        scores = fuse(
-            self.ranking,
+        live = self._server_slot_of_tool[: len(tool_lexical)] >= 0
+        owner = np.where(live, self._server_slot_of_tool[: len(tool_lexical)], 0)
+        scores = self._fused(
+            need, self.embedder, self._fast, self.ranking, tool_lexical, server_lexical, owner
+        )
+        scores[~live] = 0.0
+        if self.precise_embedder is not None and _ambiguous(
+            scores, self.ranking.second_opinion_margin
+        ):
+            self.second_opinions += 1
+            scores = self._fused(
+                need,
+                self.precise_embedder,
+                self._precise,
+                self.ranking.precise(),
+                tool_lexical,
+                server_lexical,
+                owner,
+            )
+            scores[~live] = 0.0
+        return scores
+
+    def _fused(
+        self,
+        need: str,
+        embedder: Embedder | None,
+        vectors: _Vectors,
+        ranking: Ranking,
+        tool_lexical: _FloatArray,
+        server_lexical: _FloatArray,
+        owner: npt.NDArray[np.int64],
+    ) -> _FloatArray:
+        tool_dense: _FloatArray | None = None
+        server_dense: _FloatArray | None = None
+        if embedder is not None and vectors.tools is not None and vectors.servers is not None:
+            query = embedder.embed([need])[0]
+            tool_dense = np.zeros(len(tool_lexical), dtype=np.float64)
+            rows = min(vectors.tool_rows, len(tool_lexical))
+            tool_dense[:rows] = vectors.tools[:rows] @ query
+            server_dense = (vectors.servers @ query)[owner].astype(np.float64)
+        return fuse(
+            ranking,
             tool_lexical=tool_lexical,
             server_lexical=server_lexical[owner],
-            tool_dense=None if tool_dense is None else tool_dense[: len(tool_lexical)],
-            server_dense=None if server_dense is None else server_dense[owner],
+            tool_dense=tool_dense,
+            server_dense=server_dense,
         )
-        scores[~live[: len(scores)]] = 0.0
-        return scores
 
     # --- persistence lives in `.persist`; these are its entry points -------------------------
 
@@ -290,24 +370,37 @@ class ToolIndex:
 
     @classmethod
     def load(
-        cls, path: Path, *, embedder: Embedder | None = None, ranking: Ranking | None = None
+        cls,
+        path: Path,
+        *,
+        embedder: Embedder | None = None,
+        ranking: Ranking | None = None,
+        precise_embedder: Embedder | None = None,
     ) -> ToolIndex:
         """Read an index written by :meth:`save`; a corrupt or old file raises `UserError`."""
         from .persist import load_index
 
-        return load_index(path, embedder=embedder, ranking=ranking)
+        return load_index(
+            path, embedder=embedder, ranking=ranking, precise_embedder=precise_embedder
+        )
 
-    def vectors(self) -> tuple[npt.NDArray[np.float32] | None, npt.NDArray[np.float32] | None]:
-        """The server and tool vectors by name order (for persistence), or None without any."""
-        if self._server_vectors is None or self._tool_vectors is None:
+    def vectors(
+        self, *, precise: bool = False
+    ) -> tuple[npt.NDArray[np.float32] | None, npt.NDArray[np.float32] | None]:
+        """The server and tool vectors by name order (for persistence), or None without any.
+
+        `precise=True` gives those of the precise embedder instead of the fast one.
+        """
+        store = self._precise if precise else self._fast
+        if store.servers is None or store.tools is None:
             return None, None
         server_rows = [self._servers.slot(name) for name in self.servers]
         tool_rows = [
             self._tools.slot((s.name, t.name)) for s in self.servers.values() for t in s.tools
         ]
         return (
-            self._server_vectors[[r for r in server_rows if r is not None]],
-            self._tool_vectors[[r for r in tool_rows if r is not None]],
+            store.servers[[r for r in server_rows if r is not None]],
+            store.tools[[r for r in tool_rows if r is not None]],
         )
 
     def restore(
@@ -315,22 +408,45 @@ class ToolIndex:
         servers: Sequence[CatalogServer],
         server_vectors: npt.NDArray[np.float32] | None,
         tool_vectors: npt.NDArray[np.float32] | None,
+        *,
+        precise: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]] | None = None,
     ) -> None:
-        """Index `servers` lexically and take their vectors as given instead of embedding."""
+        """Index `servers` lexically and take their vectors as given instead of embedding.
+
+        Vectors not given (None) are computed by the embedder they belong to, if any.
+        """
         for server in servers:
             self._index_server(server)
-        if server_vectors is None or tool_vectors is None:
-            if self.embedder is not None:
-                self._embed(servers)
-            return
-        self._store_vectors(
-            [self._servers.slot(s.name) for s in servers], server_vectors, level="server"
-        )
-        self._store_vectors(
-            [self._tools.slot((s.name, t.name)) for s in servers for t in s.tools],
-            tool_vectors,
-            level="tool",
-        )
+        given = (server_vectors, tool_vectors) if server_vectors is not None else None
+        for embedder, store, vectors in (
+            (self.embedder, self._fast, given),
+            (self.precise_embedder, self._precise, precise),
+        ):
+            if embedder is None:
+                continue
+            if vectors is None or vectors[1] is None:
+                self._embed(servers, embedder, store)
+                continue
+            store.store(
+                [self._servers.slot(s.name) for s in servers],
+                vectors[0],
+                level="server",
+                capacity=self._servers.capacity,
+            )
+            store.store(
+                [self._tools.slot((s.name, t.name)) for s in servers for t in s.tools],
+                vectors[1],
+                level="tool",
+                capacity=self._tools.capacity,
+            )
+
+
+def _ambiguous(scores: _FloatArray, margin: float) -> bool:
+    """Whether the two best scores are within `margin` of the best (relative), or all zero."""
+    if margin <= 0.0 or len(scores) < 2:
+        return False
+    first, second = -np.partition(-scores, 1)[:2]
+    return bool(first <= 0.0 or (first - second) / first < margin)
 
 
 def _dimension(vectors: npt.NDArray[np.float32] | None) -> int:

@@ -2,7 +2,8 @@
 
 The file is a numpy `.npz` archive: a versioned JSON header holding the catalog (from which the
 lexical index is rebuilt in about a second at 4,000 tools, cheaper than storing postings) and,
-when the index was dense, the server and tool vectors, which are the expensive part to recompute.
+when the index was dense, the server and tool vectors, which are the expensive part to recompute
+(and those of its precise embedder, when it had one).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import UserError
 from .catalog import CatalogServer, CatalogTool
@@ -42,6 +44,10 @@ def save_index(index: ToolIndex, path: Path) -> None:
     if server_vectors is not None and tool_vectors is not None:
         arrays["server_vectors"] = server_vectors
         arrays["tool_vectors"] = tool_vectors
+    precise_servers, precise_tools = index.vectors(precise=True)
+    if precise_servers is not None and precise_tools is not None:
+        arrays["precise_server_vectors"] = precise_servers
+        arrays["precise_tool_vectors"] = precise_tools
     try:
         with path.open("wb") as file:
             np.savez_compressed(file, **arrays)
@@ -50,7 +56,11 @@ def save_index(index: ToolIndex, path: Path) -> None:
 
 
 def load_index(
-    path: Path, *, embedder: Embedder | None = None, ranking: Ranking | None = None
+    path: Path,
+    *,
+    embedder: Embedder | None = None,
+    ranking: Ranking | None = None,
+    precise_embedder: Embedder | None = None,
 ) -> ToolIndex:
     from .index import ToolIndex
 
@@ -66,6 +76,11 @@ def load_index(
                 (archive["server_vectors"], archive["tool_vectors"])
                 if "server_vectors" in archive.files
                 else (None, None)
+            )
+            precise = (
+                (archive["precise_server_vectors"], archive["precise_tool_vectors"])
+                if "precise_server_vectors" in archive.files
+                else None
             )
     except FileNotFoundError as exc:
         raise UserError(f"The tool index {path} does not exist. {rebuild}") from exc
@@ -85,20 +100,40 @@ def load_index(
     except (KeyError, TypeError) as exc:
         raise UserError(f"The tool index {path} is corrupt (bad server entry). {rebuild}") from exc
     server_vectors, tool_vectors = vectors
+    tools = sum(len(s.tools) for s in servers)
     if embedder is None:
         server_vectors = tool_vectors = None
     elif server_vectors is not None and tool_vectors is not None:
-        probe = embedder.embed(["dimension probe"])
-        tools = sum(len(s.tools) for s in servers)
-        if server_vectors.shape != (len(servers), probe.shape[1]) or tool_vectors.shape[0] != tools:
-            raise UserError(
-                f"The vectors in the tool index {path} do not fit the embedder given (shape "
-                f"{tool_vectors.shape} for {tools} tools, model dimension {probe.shape[1]}): "
-                f"it was built with another model. {rebuild}"
-            )
-    index = ToolIndex(embedder=embedder, ranking=ranking)
-    index.restore(servers, server_vectors, tool_vectors)
+        _check_fit(path, embedder, server_vectors, tool_vectors, len(servers), tools, rebuild)
+    if precise_embedder is None:
+        precise = None
+    elif precise is not None:
+        _check_fit(path, precise_embedder, *precise, len(servers), tools, rebuild)
+    index = ToolIndex(embedder=embedder, ranking=ranking, precise_embedder=precise_embedder)
+    index.restore(servers, server_vectors, tool_vectors, precise=precise)
     return index
+
+
+def _check_fit(
+    path: Path,
+    embedder: Embedder,
+    server_vectors: npt.NDArray[np.float32],
+    tool_vectors: npt.NDArray[np.float32],
+    servers: int,
+    tools: int,
+    rebuild: str,
+) -> None:
+    """Refuse vectors made by another model: their dimension or count would not match."""
+    probe = embedder.embed(["dimension probe"])
+    if server_vectors.shape != (servers, probe.shape[1]) or tool_vectors.shape != (
+        tools,
+        probe.shape[1],
+    ):
+        raise UserError(
+            f"The vectors in the tool index {path} do not fit the embedder given (shape "
+            f"{tool_vectors.shape} for {tools} tools, model dimension {probe.shape[1]}): "
+            f"it was built with another model. {rebuild}"
+        )
 
 
 def _server_json(server: CatalogServer) -> dict[str, Any]:

@@ -12,13 +12,21 @@ subprocess, a remote one a Streamable HTTP `url`. In `wakeful.toml`::
     url = "https://search.example.com/mcp"
     headers = { Authorization = "Bearer …" }
     trusted = true
+
+Credentials are scoped per server: a command server's environment holds only what its config
+names (`env` values, and `inherit_env` names copied from the runtime's own environment) plus
+the few variables the MCP SDK always passes (HOME, LOGNAME, PATH, SHELL, TERM, USER; see
+`mcp.client.stdio.get_default_environment`). Secrets in the runtime's environment, such as
+OPENAI_API_KEY, never reach a server that does not name them.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -38,7 +46,12 @@ class MCPServerConfig(BaseModel):
     url: str | None = None
     """A remote server: its Streamable HTTP endpoint (http:// or https://)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for a command (PATH, HOME and the like are inherited)."""
+    """Environment variables for a command, with their values. Nothing else of the runtime's
+    environment reaches the server except `inherit_env` and the SDK's HOME, LOGNAME, PATH,
+    SHELL, TERM and USER."""
+    inherit_env: list[str] = Field(default_factory=list)
+    """Names of the runtime's environment variables a command server gets, e.g.
+    ["GITHUB_TOKEN"]: credentials stay out of wakeful.toml and go only where they are named."""
     cwd: Path | None = None
     """Working directory for a command; the runtime's own by default."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -61,6 +74,10 @@ class MCPServerConfig(BaseModel):
     """Believe the server's tool annotations (readOnlyHint lets calls run in parallel, …).
     An untrusted server's tools are all treated as possibly destructive and not read-only."""
     enabled: bool = True
+    pin_mode: Literal["first_use", "require"] | None = None
+    """How the server's tool definitions are pinned (see wakeful.safety.mcp_pins): "first_use"
+    pins what it offers the first time it is seen; "require" offers nothing until
+    `wakeful mcp approve NAME`. None: the toolset's default (first use)."""
 
     @field_validator("name")
     @classmethod
@@ -104,7 +121,7 @@ class MCPServerConfig(BaseModel):
                 f"MCP server {name!r} has {given} of command and url: give exactly one, command "
                 "for a local program run over stdio, url for a Streamable HTTP server"
             )
-        if self.url is not None and (self.env or self.cwd is not None):
+        if self.url is not None and (self.env or self.inherit_env or self.cwd is not None):
             raise ValueError(
                 f"MCP server {name!r} sets env or cwd, which apply only to a command it runs; "
                 "remove them, or use command instead of url"
@@ -119,6 +136,13 @@ class MCPServerConfig(BaseModel):
                 f"than call_timeout_seconds ({self.call_timeout_seconds:g}); raise it"
             )
         return self
+
+    def environment(self, runtime_env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The variables a command server is given on top of the SDK's defaults: the named
+        `inherit_env` ones present in the runtime's environment, then `env`."""
+        source = os.environ if runtime_env is None else runtime_env
+        inherited = {name: source[name] for name in self.inherit_env if name in source}
+        return inherited | self.env
 
     @property
     def target(self) -> str:

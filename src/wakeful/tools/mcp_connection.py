@@ -82,6 +82,10 @@ class MCPConnection:
         self._relist = anyio.Event()
         self._stderr: TextIO | None = None
         self.last_stderr = ""  # what the server process last wrote to stderr before it closed
+        self.instructions: str | None = None  # what the server said when it was initialised
+        # Tools of the listing that are not offered (changed since pinned, poisoned), with the
+        # error a call to one returns; kept by the toolset's trust checks.
+        self.disabled: dict[str, str] = {}
 
     @property
     def name(self) -> str:
@@ -189,7 +193,8 @@ class MCPConnection:
             params = StdioServerParameters(
                 command=cfg.command[0],
                 args=cfg.command[1:],
-                env=cfg.env or None,
+                # Only what the config names (the SDK adds its few safe defaults, no secrets).
+                env=cfg.environment() or None,
                 cwd=cfg.cwd,
             )
             return watched(stdio_client(params, errlog=self._stderr), ended)
@@ -222,6 +227,7 @@ class MCPConnection:
             listing = await _list_tools(client)
             connecting.deadline = math.inf
             self.client = client
+            self.instructions = client.instructions
             await self._ready(listing)
             tg.start_soon(self._check_health, client, give_up)
             tg.start_soon(self._relist_when_asked, client)
@@ -317,8 +323,9 @@ class MCPConnection:
     async def _ready(self, listing: list[mcp_types.Tool]) -> None:
         previous = self.state
         self.state, self.detail, self.listing = "ready", "", listing
-        self.settled.set()
+        # Settled once the toolset has checked the tools (pins, scanners) and offers them.
         await self.owner.rebuild()
+        self.settled.set()
         if previous == "unavailable":
             names = ", ".join(t.name for t in listing) or "none"
             await self.owner.alert(

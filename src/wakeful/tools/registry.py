@@ -31,6 +31,9 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = (), *, cache: ResultCache | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self.cache = cache
+        # Tools that exist but are held back, with the error a call to them returns (e.g. an
+        # MCP tool whose definition changed since it was pinned).
+        self.unavailable: dict[str, str] = {}
         # Bumped on every change, so sessions know when to refresh the tool list they send.
         self.version = 0
         for t in tools:
@@ -89,6 +92,8 @@ def parse_arguments(call: ToolCall) -> dict[str, object]:
 
 
 def unknown_tool_result(name: str, registry: ToolRegistry) -> ToolResult:
+    if name in registry.unavailable:
+        return ToolResult.error(registry.unavailable[name])
     available = ", ".join(registry.names) or "(none)"
     return ToolResult.error(
         f"Unknown tool {name!r}. Available tools: {available}. Call one of these by its exact name."
