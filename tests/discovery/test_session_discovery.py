@@ -133,6 +133,7 @@ async def test_a_need_nothing_matches_gets_no_tool_and_advice(tmp_path: Path) ->
         (answer,) = results(rt.sessions["main"].trajectory.messages, "discover_tools")
     assert answer["found"] is False
     assert answer["loaded"] == []
+    assert len(answer["closest_weak_candidates"]) <= 3
     assert "code_interpreter" in answer["advice"] or "ask the user" in answer["advice"]
 
 

@@ -233,19 +233,26 @@ async def discover_tools(
     code_interpreter or run_shell, or ask the user).
 
     Result: JSON {"found", "loaded": [{"name", "server", "description", "parameters"}],
-    "already_loaded": [names], "advice"}. Each loaded tool's full definition comes once; call it
-    with call_tool(name=..., arguments={...}) from your next step. Tools loaded earlier are
-    listed under already_loaded without their definitions (they are above in the conversation).
+    "already_loaded": [names], "advice"}; when found is false, also
+    "closest_weak_candidates" (names only, not loaded: none matched well). Each loaded tool's
+    full definition comes once; call it with call_tool(name=..., arguments={...}) from your
+    next step. Tools loaded earlier are listed under already_loaded without their definitions
+    (they are above in the conversation).
 
     Cost: a few milliseconds; about 150-400 tokens per tool loaded.
     """
     discovery = discovery_of(ctx)
     result = discovery.index.search(need, k or discovery.k)
     if not result.found or not result.matches:
+        # Nothing reached the calibrated score: no match is claimed and nothing is loaded; the
+        # closest names are listed as what they are, weak candidates, so a rephrased need can
+        # aim better.
+        closest = [discovery.registry_name(m) for m in discovery.index.rank(need, 3)]
         answer = {
             "found": False,
             "loaded": [],
             "already_loaded": [],
+            "closest_weak_candidates": closest,
             "advice": result.advice
             or "No tool matches this need. Rephrase it, do it with a general tool such as "
             "code_interpreter or run_shell, or ask the user.",

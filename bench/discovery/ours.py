@@ -1,0 +1,85 @@
+"""`wakeful.discovery` seen through the benchmark's `Retriever` interface.
+
+Imported lazily so that the baselines run while the index is still being written: when
+`wakeful.discovery` lacks `ToolIndex`, the benchmark prints why "ours" was skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from retriever import Ranking
+
+
+def ours_unavailable() -> str | None:
+    """Why `wakeful.discovery` cannot be benchmarked, or None when it can."""
+    try:
+        from wakeful.discovery import Catalog, ToolIndex  # noqa: F401
+    except ImportError as exc:
+        return f"wakeful.discovery does not offer Catalog and ToolIndex yet ({exc})."
+    return None
+
+
+def embedder_unavailable() -> str | None:
+    """Why the index cannot be given an embedder, or None when it can."""
+    try:
+        from wakeful.discovery import SentenceTransformerEmbedder  # noqa: F401
+    except ImportError as exc:
+        return f"wakeful.discovery does not offer SentenceTransformerEmbedder ({exc})."
+    return None
+
+
+def load_catalog(path: Path) -> Any:
+    """The catalog at `path` as `wakeful.discovery` reads it (not part of the build time)."""
+    from wakeful.discovery import Catalog
+
+    return Catalog.load(path)
+
+
+def load_embedder(model_path: str) -> Any:
+    """The index's own embedder around a sentence-transformers model (load time excluded)."""
+    from wakeful.discovery import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(model_path)
+
+
+class OursSearch:
+    """A `ToolIndex` built over one catalog, default lexical unless an embedder is given."""
+
+    def __init__(self, catalog: Any, embedder: Any = None) -> None:
+        from wakeful.discovery import ToolIndex
+
+        self.name = "ours" if embedder is None else "ours + embeddings"
+        self.catalog = catalog
+        self.index = ToolIndex.build(catalog, embedder=embedder)
+
+    def search(self, query: str, k: int) -> Ranking:
+        """The ranked tools, best first, as `wakeful tools search --json` prints them; `found`
+        is the index's own verdict (the best score reaches its calibrated threshold), so the
+        abstain column shows how often the agent would be told "no tool found"."""
+        ranked = self.index.rank(query, k)
+        keys = tuple((match.server, match.tool) for match in ranked)
+        found = bool(ranked) and ranked[0].score >= self.index.ranking.threshold
+        return Ranking(keys, found=found)
+
+    def time_upsert(self, server_name: str, repeats: int) -> list[float]:
+        """Seconds for `upsert_server` of `server_name`, changed anew before every call.
+
+        Each round edits the first tool's description, so the index sees a real change every time
+        rather than a no-op it might detect and skip.
+        """
+        server = self.catalog.servers[server_name]
+        first, *rest = server.tools
+        samples = []
+        for round_ in range(repeats):
+            edited = dataclasses.replace(
+                first, description=f"{first.description} (revision {round_ + 1})"
+            )
+            changed = dataclasses.replace(server, tools=(edited, *rest))
+            start = time.perf_counter()
+            self.index.upsert_server(changed)
+            samples.append(time.perf_counter() - start)
+        return samples
