@@ -26,9 +26,11 @@ def ours_unavailable() -> str | None:
 def embedder_unavailable() -> str | None:
     """Why the index cannot be given an embedder, or None when it can."""
     try:
-        from wakeful.discovery import SentenceTransformerEmbedder  # noqa: F401
+        import onnxruntime  # noqa: F401
+
+        from wakeful.discovery import OnnxEmbedder  # noqa: F401
     except ImportError as exc:
-        return f"wakeful.discovery does not offer SentenceTransformerEmbedder ({exc})."
+        return f"the ONNX embedder cannot run here ({exc}); pip install 'wakeful[embeddings]'."
     return None
 
 
@@ -40,10 +42,12 @@ def load_catalog(path: Path) -> Any:
 
 
 def load_embedder(model_path: str) -> Any:
-    """The index's own embedder around a sentence-transformers model (load time excluded)."""
-    from wakeful.discovery import SentenceTransformerEmbedder
+    """The index's fast embedder for a sentence-transformers model folder: the model exported
+    once to ONNX (int8) and run with ONNX Runtime, as `wakeful tools search --onnx` does (export
+    and load time excluded)."""
+    from wakeful.discovery import OnnxEmbedder
 
-    return SentenceTransformerEmbedder(model_path)
+    return OnnxEmbedder.from_model(model_path)
 
 
 class OursSearch:

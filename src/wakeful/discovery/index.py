@@ -7,8 +7,9 @@ strong tool in a weakly described server from being lost. Updating one server re
 its own documents.
 
 Dense similarity can come from two embedders: a fast one used for every need (static token
-embeddings, microseconds) and a precise one (the full transformer, 10-20 ms) consulted only when
-the fast ranking is ambiguous, so that most needs are answered well under the latency budget.
+embeddings, microseconds) and a precise one (the full transformer: 10-20 ms with torch, 3.5-4 ms
+as int8 ONNX) consulted only when the fast ranking is ambiguous, so that most needs are answered
+well under the latency budget. The ONNX transformer alone, for every need, ranks best.
 """
 
 from __future__ import annotations

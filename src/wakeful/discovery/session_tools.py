@@ -79,7 +79,8 @@ class DiscoverySettings(BaseModel):
     k: int = Field(default=5, ge=1, le=20, description="Tools discover_tools returns by default.")
     embeddings_model: str | None = Field(
         default=None,
-        description="A sentence-transformers model folder; its scores are fused with BM25.",
+        description="A sentence-transformers model folder (e.g. all-MiniLM-L6-v2); run through "
+        "ONNX Runtime, its scores are fused with BM25. Needs `pip install wakeful[embeddings]`.",
     )
 
 

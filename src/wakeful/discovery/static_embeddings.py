@@ -18,7 +18,6 @@ when the fast ranking is ambiguous (see :class:`~.fusion.Ranking`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ import numpy.typing as npt
 
 from ..errors import UserError
 from .embeddings import normalise_rows
+from .model_cache import default_cache_dir, model_digest
 
 __all__ = ["StaticEmbedder", "distill_token_matrix", "sif_weights", "static_cache_path"]
 
@@ -164,17 +164,8 @@ def load_tokenizer(model_folder: Path) -> Any:
 
 def static_cache_path(model_folder: Path, cache_dir: Path | None = None) -> Path:
     """Where the matrix of `model_folder` is cached: named after a digest of the model files."""
-    digest = hashlib.sha256(_FORMAT.encode())
-    for name in ("config.json", "tokenizer.json", "model.safetensors", "pytorch_model.bin"):
-        path = model_folder / name
-        if path.exists():
-            digest.update(name.encode())
-            with path.open("rb") as file:
-                digest.update(hashlib.file_digest(file, "sha256").digest())
-    if cache_dir is None:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        cache_dir = Path(base) / "wakeful"
-    return cache_dir / f"static-{digest.hexdigest()[:16]}.npy"
+    folder = default_cache_dir() if cache_dir is None else cache_dir
+    return folder / f"static-{model_digest(model_folder, _FORMAT)}.npy"
 
 
 def distill_token_matrix(model_folder: Path) -> npt.NDArray[np.float32]:
