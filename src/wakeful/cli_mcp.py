@@ -74,10 +74,7 @@ def serve_perception(
 ) -> None:
     """The perception tools: files under --root, documents, web, public data, calendars."""
     address = parse_http_address(http)
-    if not root.exists():
-        _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
-    if not root.is_dir():
-        _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
+    _check_root(root)
     try:
         # Imported here: the perception tools load heavy libraries the rest of the CLI never needs.
         from .servers.perception.server import perception_server
@@ -86,11 +83,7 @@ def serve_perception(
     except UserError as exc:
         _fail(str(exc))
     # stdout carries the protocol under stdio; logs go to stderr.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    if address is None:
-        anyio.run(serve_stdio, server)
-    else:
-        anyio.run(serve_http, server, *address)
+    _serve(server, address)
 
 
 @serve_app.command("execution")
@@ -123,10 +116,7 @@ def serve_execution(
     """The execution tools: write/edit files, sandboxed shell and Python, spreadsheets, email,
     calendar, webhooks, GitHub — every call behind the safety layers of [safety]."""
     address = parse_http_address(http)
-    if not root.exists():
-        _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
-    if not root.is_dir():
-        _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
+    _check_root(root)
     try:
         from .config import build_gate, load_config
         from .servers.execution.server import execution_server
@@ -144,11 +134,7 @@ def serve_execution(
         )
     except UserError as exc:
         _fail(str(exc))
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    if address is None:
-        anyio.run(serve_stdio, server)
-    else:
-        anyio.run(serve_http, server, *address)
+    _serve(server, address)
 
 
 async def serve_stdio(server: BridgeServer) -> None:
@@ -167,6 +153,22 @@ async def serve_http(server: BridgeServer, host: str, port: int) -> None:
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     _err.print(f"Serving {server.name} at http://{host}:{port}/mcp")
     await uvicorn.Server(config).serve()
+
+
+def _check_root(root: Path) -> None:
+    if not root.exists():
+        _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
+    if not root.is_dir():
+        _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
+
+
+def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
+    # stdout carries the protocol under stdio; logs go to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if address is None:
+        anyio.run(serve_stdio, server)
+    else:
+        anyio.run(serve_http, server, *address)
 
 
 def _fail(message: str) -> NoReturn:

@@ -14,12 +14,11 @@ import fnmatch
 import json
 import logging
 from collections.abc import Sequence
-from contextlib import aclosing
 
 import anyio
 
 from ..messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from ..models.base import Model, ModelRequest, TextDelta, TurnEnd
+from ..models.base import Model, ModelRequest
 from ..tools.spec import ToolSpec
 from .sidecar import parse_decision
 from .verdict import Verdict
@@ -84,12 +83,7 @@ class Reviewer:
         text = ""
         with anyio.move_on_after(self.timeout_seconds) as deadline:
             try:
-                async with aclosing(self.model.stream(request)) as parts:
-                    async for part in parts:
-                        if isinstance(part, TextDelta):
-                            text += part.text
-                        elif isinstance(part, TurnEnd):
-                            text = part.message.content or text
+                text = (await self.model.complete(request)).message.content
             except Exception as exc:  # the adapter edge: a failed review goes to a person
                 log.warning("reviewer failed on %s: %s", call.name, exc)
                 return _unsure(f"the reviewer model failed ({type(exc).__name__}: {exc})")

@@ -19,7 +19,6 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..messages import SystemMessage, ToolCall, UserMessage
-from ..models.base import Model, ModelRequest, TextDelta, TurnEnd
+from ..models.base import Model, ModelRequest
 from ..tools.spec import ToolSpec
 from .verdict import Verdict, strictest
 
@@ -189,12 +188,7 @@ class ModelSidecar:
         text = ""
         with anyio.move_on_after(self.timeout_seconds) as deadline:
             try:
-                async with aclosing(self.model.stream(request)) as parts:
-                    async for part in parts:
-                        if isinstance(part, TextDelta):
-                            text += part.text
-                        elif isinstance(part, TurnEnd):
-                            text = part.message.content or text
+                text = (await self.model.complete(request)).message.content
             except Exception as exc:  # the adapter edge: any model failure keeps the rules' verdict
                 log.warning("sidecar model failed on %s: %s", call.name, exc)
                 return _kept(rules, f"the sidecar model failed ({type(exc).__name__}: {exc})")
