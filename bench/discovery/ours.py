@@ -62,11 +62,12 @@ class OursSearch:
 
     def search(self, query: str, k: int) -> Ranking:
         """The ranked tools, best first, as `wakeful tools search --json` prints them; `found`
-        is the index's own verdict (the best score reaches its calibrated threshold), so the
-        abstain column shows how often the agent would be told "no tool found"."""
-        ranked = self.index.rank(query, k)
+        is the index's own verdict (the best score reaches the calibrated threshold of the path
+        that ranked it, lexical or dense-fused), so the abstain column shows how often the agent
+        would be told "no tool found"."""
+        ranked, threshold = self.index.rank_judged(query, k)
         keys = tuple((match.server, match.tool) for match in ranked)
-        found = bool(ranked) and ranked[0].score >= self.index.ranking.threshold
+        found = bool(ranked) and ranked[0].score >= threshold
         return Ranking(keys, found=found)
 
     def time_upsert(self, server_name: str, repeats: int) -> list[float]:

@@ -27,10 +27,23 @@ of needs, and 46 % at 4,076 tools, keeping the median need on the static path. A
 ranks better (metatool recall@5 .744, top-1 .538 against .733/.519) but asks on 70 % of needs
 at 4,076 tools, which puts the median over the 5 ms budget.
 
-`Ranking.dense` serves the int8 ONNX export of all-MiniLM-L6-v2 (:mod:`.onnx_embeddings`) as
-well as the torch model: with it for every need, metatool recall@5 / top-1 / nDCG@10 are
-.773/.565/.699 and livemcpbench .437/.250/.437 (torch: .774/.564/.698 and .441/.250/.442), at
-3.5-4 ms per need embedding instead of ~17 ms.
+`Ranking.dense` is query-adaptive: lexical matching is scored first (about 1 ms at 4,076
+tools) and, when it is confident, answers alone, so the need is never embedded. Confidence is
+the best lexical score (BM25F normalised by the need's idf mass, mixed as in `Ranking.lexical`)
+and its relative margin over the runner-up: at or above `lexical_gate` (0.12) with a margin of
+at least `gate_margin` (5 %) the lexical ranking stands. On the development sets lexical top-1
+is right for 68 % of needs scoring at least 0.10 and 78 % at 0.15, against 44 % overall. Under
+the gate the need is embedded and fused with a dense weight that grows as lexical confidence
+falls: `gate_dense_weight` (0.3) just under the gate, `dense_weight` (0.5) at a score of zero.
+Chosen on metatool and livemcpbench only: metatool .762/.564 with 80 % of needs embedded,
+livemcpbench .432/.250 with 81 % (the fixed weight 0.4 for every need: .773/.565 and .437/.250).
+The development needs are paraphrases with little lexical overlap; where needs share the tools'
+words, more of them take the fast path and the weak dense signal weighs less.
+
+`Ranking.always_dense` (the fixed weight 0.4) serves the int8 ONNX export of all-MiniLM-L6-v2
+(:mod:`.onnx_embeddings`) as well as the torch model: with it for every need, metatool
+recall@5 / top-1 / nDCG@10 are .773/.565/.699 and livemcpbench .437/.250/.437 (torch:
+.774/.564/.698 and .441/.250/.442), at 3.5-4 ms per need embedding instead of ~17 ms.
 """
 
 from __future__ import annotations
@@ -58,6 +71,13 @@ class Ranking:
     # the dense weight of that second opinion.
     second_opinion_margin: float = 0.0
     precise_dense_weight: float = 0.4
+    # Query-adaptive fusion (see the module docs); a gate of 0 embeds every need. At or above the
+    # gate, with the relative `gate_margin` over the runner-up, the lexical ranking (mixed as in
+    # `lexical()`, judged by its threshold) answers alone. Under it the dense weight runs from
+    # `gate_dense_weight` at the gate up to `dense_weight` at a lexical score of zero.
+    lexical_gate: float = 0.0
+    gate_margin: float = 0.0
+    gate_dense_weight: float = 0.0
 
     @classmethod
     def lexical(cls) -> Ranking:
@@ -65,6 +85,20 @@ class Ranking:
 
     @classmethod
     def dense(cls) -> Ranking:
+        """Dense-fused only where lexical matching is unsure (the default with an embedder)."""
+        return cls(
+            server_weight=0.5,
+            product_weight=0.5,
+            dense_weight=0.5,
+            threshold=0.14,
+            lexical_gate=0.12,
+            gate_margin=0.05,
+            gate_dense_weight=0.3,
+        )
+
+    @classmethod
+    def always_dense(cls) -> Ranking:
+        """Every need embedded and fused with the fixed dense weight 0.4."""
         return cls(server_weight=0.5, product_weight=0.5, dense_weight=0.4, threshold=0.14)
 
     @classmethod
@@ -82,6 +116,25 @@ class Ranking:
     def precise(self) -> Ranking:
         """The constants of the second opinion: the same mix with the precise dense weight."""
         return replace(self, dense_weight=self.precise_dense_weight, second_opinion_margin=0.0)
+
+    def confident(self, lexical: _FloatArray) -> bool:
+        """Whether the lexical scores `lexical` (mixed as in `lexical()`) may answer alone."""
+        if self.lexical_gate <= 0.0 or len(lexical) == 0:
+            return False
+        first, second = (-np.partition(-lexical, 1)[:2]) if len(lexical) > 1 else (lexical[0], 0.0)
+        if first < self.lexical_gate:
+            return False
+        return bool((first - second) / first >= self.gate_margin)
+
+    def unsure(self, lexical: _FloatArray) -> Ranking:
+        """The constants for a need whose lexical scores are not confident: the dense weight
+        grows linearly from `gate_dense_weight` at the gate to `dense_weight` at zero."""
+        if self.lexical_gate <= 0.0:
+            return self
+        best = float(lexical.max()) if len(lexical) else 0.0
+        doubt = min(max(1.0 - best / self.lexical_gate, 0.0), 1.0)
+        weight = self.gate_dense_weight + (self.dense_weight - self.gate_dense_weight) * doubt
+        return replace(self, dense_weight=weight)
 
 
 def _levels(tool: _FloatArray, server: _FloatArray, ranking: Ranking) -> _FloatArray:

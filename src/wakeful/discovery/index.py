@@ -9,7 +9,10 @@ its own documents.
 Dense similarity can come from two embedders: a fast one used for every need (static token
 embeddings, microseconds) and a precise one (the full transformer: 10-20 ms with torch, 3.5-4 ms
 as int8 ONNX) consulted only when the fast ranking is ambiguous, so that most needs are answered
-well under the latency budget. The ONNX transformer alone, for every need, ranks best.
+well under the latency budget. With one embedder the default ranking (`Ranking.dense`) is
+query-adaptive: a need whose lexical match is confident is answered lexically and never
+embedded; only the unsure ones pay for the embedding, fused with a dense weight that grows as
+lexical confidence falls.
 """
 
 from __future__ import annotations
@@ -163,7 +166,9 @@ class ToolIndex:
     `embedder` embeds every need and document; `precise_embedder`, when given, embeds them too
     but is asked about a need only when the ranking by `embedder` is ambiguous (the two best
     scores within `ranking.second_opinion_margin` of each other). With a precise embedder the
-    default ranking is :meth:`Ranking.static`, tuned for a `StaticEmbedder` as `embedder`.
+    default ranking is :meth:`Ranking.static`, tuned for a `StaticEmbedder` as `embedder`;
+    without one it is :meth:`Ranking.dense`, which embeds only needs the lexical match is unsure
+    of (`dense_needs` counts them).
     """
 
     def __init__(
@@ -193,8 +198,10 @@ class ToolIndex:
         self._server_slot_of_tool = np.full(self._tools.capacity, -1, dtype=np.int64)
         self._fast = _Vectors()
         self._precise = _Vectors()
-        # How many needs were ranked, and how many of them asked the precise embedder.
+        # How many needs were ranked, how many of them were embedded (the rest were answered
+        # lexically with confidence), and how many asked the precise embedder.
         self.needs_ranked = 0
+        self.dense_needs = 0
         self.second_opinions = 0
 
     @classmethod
@@ -278,21 +285,28 @@ class ToolIndex:
 
     def rank(self, need: str, k: int = 10) -> tuple[Match, ...]:
         """The `k` best tools for `need`, best first, however weak (for measurement and review)."""
+        return self.rank_judged(need, k)[0]
+
+    def rank_judged(self, need: str, k: int = 10) -> tuple[tuple[Match, ...], float]:
+        """The `k` best tools for `need`, best first, and the "no tool found" threshold that
+        applies to their scores: a confident lexical answer (see `Ranking.dense`) is judged by
+        the lexical threshold, a dense-fused one by `ranking.threshold`."""
         if k <= 0:
             raise ValueError(f"k must be at least 1, got {k}")
-        scores = self._scores(need)
-        if scores is None:
-            return ()
+        scored = self._scores(need)
+        if scored is None:
+            return (), self.ranking.threshold
+        scores, threshold = scored
         count = min(k, int(np.count_nonzero(scores > 0.0)))
         if count == 0:
-            return ()
+            return (), threshold
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best], kind="stable")]
         matches = []
         for slot in best:
             server, tool = self._key(int(slot))
             matches.append(Match(server=server, tool=tool, score=float(scores[slot])))
-        return tuple(matches)
+        return tuple(matches), threshold
 
     def _key(self, slot: int) -> tuple[str, str]:
         key = self._tools.key(slot)
@@ -301,12 +315,14 @@ class ToolIndex:
 
     def search(self, need: str, k: int = 5) -> SearchResult:
         """The tools that fit `need` with confidence, best first; "not found" advice otherwise."""
-        confident = tuple(m for m in self.rank(need, k) if m.score >= self.ranking.threshold)
+        ranked, threshold = self.rank_judged(need, k)
+        confident = tuple(m for m in ranked if m.score >= threshold)
         if not confident:
             return SearchResult(matches=(), found=False, advice=NOT_FOUND_ADVICE)
         return SearchResult(matches=confident, found=True, advice=None)
 
-    def _scores(self, need: str) -> _FloatArray | None:
+    def _scores(self, need: str) -> tuple[_FloatArray, float] | None:
+        """Every slot's score for `need` and the threshold that judges them."""
         if not self._tools:
             return None
         self.needs_ranked += 1
@@ -315,8 +331,20 @@ class ToolIndex:
         server_lexical = self._servers.scores(terms)
         live = self._server_slot_of_tool[: len(tool_lexical)] >= 0
         owner = np.where(live, self._server_slot_of_tool[: len(tool_lexical)], 0)
+        ranking = self.ranking
+        if self.embedder is not None and ranking.lexical_gate > 0.0:
+            lexical_ranking = Ranking.lexical()
+            lexical = fuse(
+                lexical_ranking, tool_lexical=tool_lexical, server_lexical=server_lexical[owner]
+            )
+            lexical[~live] = 0.0
+            if ranking.confident(lexical):
+                return lexical, lexical_ranking.threshold
+            ranking = ranking.unsure(lexical)
+        if self.embedder is not None:
+            self.dense_needs += 1
         scores = self._fused(
-            need, self.embedder, self._fast, self.ranking, tool_lexical, server_lexical, owner
+            need, self.embedder, self._fast, ranking, tool_lexical, server_lexical, owner
         )
         scores[~live] = 0.0
         if self.precise_embedder is not None and _ambiguous(
@@ -333,7 +361,7 @@ class ToolIndex:
                 owner,
             )
             scores[~live] = 0.0
-        return scores
+        return scores, self.ranking.threshold
 
     def _fused(
         self,
