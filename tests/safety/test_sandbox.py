@@ -341,3 +341,18 @@ def test_processes_are_not_left_in_cgroups(workspace: Path) -> None:
         for p in Path("/sys/fs/cgroup", controller).rglob(f"wakeful-sandbox-{os.getpid()}-*")
     ]
     assert leftovers == []
+
+
+def test_the_python_installation_is_bound_after_the_private_tmp() -> None:
+    # A venv under /tmp (a checkout in /tmp) must stay visible inside the sandbox.
+    import sys
+
+    from wakeful.safety.sandbox.bwrap import bwrap_argv
+
+    argv = bwrap_argv(["true"], workspace=Path("/srv/w"), cwd=Path("/srv/w"), network=False)
+    tmpfs = argv.index("--tmpfs")
+    prefix = str(Path(sys.prefix).resolve())
+    binds = [i for i, a in enumerate(argv[:-1]) if a == "--ro-bind" and argv[i + 2] == prefix]
+    if not binds:
+        pytest.skip("this Python lives under a system path, bound with it")
+    assert all(i > tmpfs for i in binds)

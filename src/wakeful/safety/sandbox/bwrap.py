@@ -70,9 +70,10 @@ def bwrap_argv(
         argv += _mirror(Path(system_path))
     for secret in _secret_files():
         argv += ["--ro-bind", "/dev/null", str(secret)]
+    argv += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    # After the private /tmp, so that a Python (or venv) that lives under /tmp stays visible.
     for prefix in _python_paths():
         argv += ["--ro-bind", str(prefix), str(prefix)]
-    argv += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     for extra in read_only_paths:
         resolved = extra.resolve()
         if resolved.exists():
