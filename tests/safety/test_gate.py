@@ -13,6 +13,7 @@ import pytest
 from pydantic import Field
 
 from tool_services import tool_services
+from wakeful.agent.router import Classifier, Router
 from wakeful.errors import ToolError
 from wakeful.events import user_input
 from wakeful.messages import Message, ToolMessage, UserMessage
@@ -27,7 +28,7 @@ from wakeful.safety.reviewer import Reviewer
 from wakeful.safety.sidecar import ModelSidecar, RuleSidecar, SidecarSettings
 from wakeful.safety.verification import VerifyRule
 from wakeful.store.sqlite import Store
-from wakeful.tools.spec import ToolContext, ToolResult, tool
+from wakeful.tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -353,3 +354,55 @@ async def test_the_runtime_audits_every_call_and_alerts_the_operator_once(tmp_pa
     assert rows[0].data["decisions"] == [{"layer": "sidecar", "decision": "allow", "reasons": []}]
     assert rows[4].data["decisions"][0]["decision"] == "deny"
     assert "the service is down" in rows[0].data["error"]
+
+
+@tool(annotations=ToolAnnotations(read_only=True))
+async def weather_now(city: Annotated[str, Field(description="City, e.g. 'Paris'")]) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool
+async def slow_step(seconds: Annotated[float, Field(description="Seconds, e.g. 0.3")]) -> str:
+    """Waits a while, as a long main task would."""
+    await anyio.sleep(seconds)
+    return "done"
+
+
+async def test_a_side_querys_calls_pass_the_gate_and_are_audited(tmp_path: Path) -> None:
+    def route(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> str:
+        return "parallel" if "weather" in messages[-1].content else "queue"
+
+    def side(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn | str:
+        if isinstance(messages[-1], ToolMessage):
+            return say(f"It is {messages[-1].content}.")
+        return use(call("weather_now", city="Paris"))
+
+    main = ScriptedModel([use(call("slow_step", seconds=0.4)), say("")])
+    store_path = tmp_path / "w.db"
+    rt = Runtime(
+        model=main,
+        tools=[weather_now, slow_step],
+        with_core_tools=False,
+        with_timers=False,
+        workdir=tmp_path,
+        gate=gate(tmp_path),
+        store_path=store_path,
+        router=Router(classifier=Classifier(FunctionModel(route), timeout=1)),
+        parallel_model=FunctionModel(side),
+    )
+    async with rt:
+        await rt.submit(user_input("do the long thing"))
+        with anyio.fail_after(5):
+            while rt.sessions["main"].phase != "tools":  # noqa: ASYNC110 - polling a phase
+                await anyio.sleep(0.01)
+        decision = await rt.submit(user_input("what's the weather in Paris?"))
+        await rt.wait_idle()
+    assert decision.strategy == "parallel"
+    reader = Store.read_only(store_path)
+    try:
+        audited = [(r.tool, r.status) for r in reader.audit_rows()]
+    finally:
+        reader.close()
+    assert ("weather_now", "ok") in audited
+    assert ("slow_step", "ok") in audited

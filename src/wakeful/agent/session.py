@@ -582,8 +582,7 @@ class AgentSession:
                     answer = end.message.content.strip()
                     break
                 for call in end.message.tool_calls:
-                    ctx = ToolContext(self.id, call.id, call.name, self.services)
-                    result = await execute_call(side_tools.get(call.name), call, ctx, side_tools)
+                    result = await self._run_side_call(call, side_tools)
                     messages.append(self._result_message(call, result))
         except ModelAPIError as exc:
             log.warning("session %s: parallel answer failed, queueing instead: %s", self.id, exc)
@@ -594,6 +593,19 @@ class AgentSession:
         await self.services.outbox.send(self.id, answer, parallel=True)
         self.pending.append(ParallelExchange(event, answer))
         self._wake.set()
+
+    async def _run_side_call(self, call: ToolCall, side_tools: ToolRegistry) -> ToolResult:
+        """A side session's call: read-only, but through the same gate (and audit log)."""
+        tool = side_tools.get(call.name)
+        ctx = ToolContext(self.id, call.id, call.name, self.services)
+        gate = self.services.gate
+        if gate is None:
+            return await execute_call(tool, call, ctx, side_tools)
+
+        async def execute(checked: ToolContext) -> ToolResult:
+            return await execute_call(tool, call, checked, side_tools)
+
+        return await gate.run(tool, call, ctx, execute)
 
 
 class _CallRunner:
