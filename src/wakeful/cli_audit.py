@@ -15,9 +15,11 @@ from typing import Annotated, Any, Final
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from .cli_console import err, fail, out
+from .cli_store import InspectConfigOption, reading_store
 
 __all__ = ["audit_app", "parse_since", "register"]
 
@@ -26,22 +28,10 @@ audit_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 _DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        help="The configuration file whose store to read (default: wakeful.toml).",
-        dir_okay=False,
-        show_default=False,
-    ),
-]
 StoreOption = Annotated[
     Path | None,
     typer.Option(
@@ -92,7 +82,7 @@ def _ms(value: float | None) -> str:
 
 @audit_app.command("stats")
 def stats_command(
-    config: ConfigOption = None,
+    config: InspectConfigOption = None,
     store: StoreOption = None,
     since: SinceOption = None,
     as_json: Annotated[
@@ -101,7 +91,6 @@ def stats_command(
     ] = False,
 ) -> None:
     """Per tool: calls, errors, error rate, timeouts, denials and p50/p95 durations."""
-    from .cli import reading_store
     from .safety.audit import stats
 
     start = parse_since(since) if since is not None else None
@@ -116,7 +105,7 @@ def stats_command(
             return
         if not rows:
             when = f" since {start.isoformat(timespec='seconds')}" if start else ""
-            _out.print(f"[dim]No audited calls{when} in {escape(str(reader.path))}.[/dim]")
+            out.print(f"[dim]No audited calls{when} in {escape(str(reader.path))}.[/dim]")
             return
         table = Table(title="Tool calls" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else ""))
         # Tool names are what the reader scans for: never cut them, shrink the numbers instead.
@@ -136,12 +125,12 @@ def stats_command(
                 _ms(row.p50_ms),
                 _ms(row.p95_ms),
             )
-        _out.print(table)
+        out.print(table)
 
 
 @audit_app.command("export")
 def export_command(
-    config: ConfigOption = None,
+    config: InspectConfigOption = None,
     store: StoreOption = None,
     since: SinceOption = None,
     session: Annotated[
@@ -162,7 +151,6 @@ def export_command(
     ] = None,
 ) -> None:
     """Write the audited calls, oldest first, as JSON lines (secrets already redacted)."""
-    from .cli import fail, reading_store
     from .safety.audit import export_jsonl
 
     start = parse_since(since) if since is not None else None
@@ -186,4 +174,4 @@ def export_command(
                 "an existing, writable directory."
             ) from exc
     if output is not None:
-        _err.print(f"Wrote {count} audited call(s) to {escape(str(output))}.")
+        err.print(f"Wrote {count} audited call(s) to {escape(str(output))}.")

@@ -15,18 +15,15 @@ from typing import Annotated, Any, Final
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.markup import escape
 
+from .cli_console import fail, out
 from .safety.commands import CommandDecision, CommandPolicy, PolicySettings
 
 __all__ = ["load_policy_settings", "register"]
 
 _STYLES: Final = {"allow": "bold green", "ask": "bold yellow", "deny": "bold red"}
 _JSONL_SHAPE: Final = 'one JSON object a line, e.g. {"cmd": "ls -la"} (optionally with "cwd")'
-
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -156,11 +153,10 @@ def _echo_error(message: str, number: int) -> None:
 
 def _print_readable(command: str, decision: CommandDecision) -> None:
     style = _STYLES[decision.decision]
-    _out.print(f"[{style}]{decision.decision}[/{style}]  {escape(command)}")
+    out.print(f"[{style}]{decision.decision}[/{style}]  {escape(command)}")
     for reason in decision.reasons:
-        _out.print(f"  - {escape(reason)}")
+        out.print(f"  - {escape(reason)}")
 
 
 def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/bold red] {escape(message)}")
-    return typer.Exit(2)
+    return fail(message, 2)

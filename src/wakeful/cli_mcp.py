@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from .cli_console import err, fail
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -40,8 +39,6 @@ def _register_trust_commands() -> None:
 
 
 _register_trust_commands()
-
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def parse_http_address(value: str | None) -> tuple[str, int] | None:
@@ -81,7 +78,7 @@ def serve_perception(
 
         server = perception_server(root)
     except UserError as exc:
-        _fail(str(exc))
+        raise fail(str(exc)) from exc
     # stdout carries the protocol under stdio; logs go to stderr.
     _serve(server, address)
 
@@ -133,7 +130,7 @@ def serve_execution(
             gate=build_gate(safety, rules=cfg.agent.system_prompt),
         )
     except UserError as exc:
-        _fail(str(exc))
+        raise fail(str(exc)) from exc
     _serve(server, address)
 
 
@@ -151,15 +148,17 @@ async def serve_http(server: BridgeServer, host: str, port: int) -> None:
 
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    _err.print(f"Serving {server.name} at http://{host}:{port}/mcp")
+    err.print(f"Serving {server.name} at http://{host}:{port}/mcp")
     await uvicorn.Server(config).serve()
 
 
 def _check_root(root: Path) -> None:
     if not root.exists():
-        _fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
+        raise fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
     if not root.is_dir():
-        _fail(f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root.")
+        raise fail(
+            f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root."
+        )
 
 
 def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
@@ -169,11 +168,6 @@ def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
         anyio.run(serve_stdio, server)
     else:
         anyio.run(serve_http, server, *address)
-
-
-def _fail(message: str) -> NoReturn:
-    _err.print(f"[bold red]error:[/bold red] {escape(message)}")
-    raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ from typing import Annotated, Any, NoReturn
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .cli_console import fail, out
 from .errors import UserError
 from .safety.mcp_pins import LOCK_FILE_NAME, ToolPins, change_summary
 from .safety.mcp_trust import TrustFinding, poisoning_findings, scan_servers, worst
@@ -35,8 +35,6 @@ from .safety.mcp_trust import TrustFinding, poisoning_findings, scan_servers, wo
 USAGE_ERROR = 2
 HIGH_FINDING = 1
 
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 Servers = dict[str, list[dict[str, Any]]]
 
@@ -111,25 +109,25 @@ def approve(
         pins = ToolPins.load(lock)
         approvals = pins.approve(server, tool)
     except UserError as exc:
-        _fail(str(exc))
+        raise fail(str(exc)) from exc
     if not approvals:
-        _fail(
+        raise fail(
             f"Nothing to approve for {server}{f' {tool}' if tool else ''} in {str(lock)!r}: "
             "it is already approved as it is. Run `wakeful mcp audit` to review its tools."
         )
     pins.save()
     for approval in approvals:
         old = approval.old_sha256[:12] if approval.old_sha256 else "unpinned"
-        _out.print(
+        out.print(
             f"Re-pinned {escape(approval.server)} {escape(approval.tool)}: sha256 {old} → "
             f"{approval.new_sha256[:12]}"
         )
         for finding in poisoning_findings(approval.server, approval.definition):
-            _out.print(
+            out.print(
                 f"  note: approved despite a {finding.severity} {finding.kind} finding: "
                 f"{escape(finding.evidence)}"
             )
-    _out.print(f"Wrote {escape(str(lock))}; a running runtime picks this up within seconds.")
+    out.print(f"Wrote {escape(str(lock))}; a running runtime picks this up within seconds.")
 
 
 # --- reading tools ------------------------------------------------------------------------------
@@ -218,26 +216,20 @@ def _pin_findings(pins: ToolPins, servers: Servers) -> list[TrustFinding]:
 
 def _print_table(findings: list[TrustFinding], tool_count: int) -> None:
     if not findings:
-        _out.print(f"No findings in {tool_count} tools.")
+        out.print(f"No findings in {tool_count} tools.")
         return
     table = Table("severity", "kind", "server", "tool", "evidence", show_lines=True)
     for f in findings:
         table.add_row(
             f.severity, f.kind, escape(f.server), escape(f.tool or "-"), escape(f.evidence)
         )
-    _out.print(table)
+    out.print(table)
     high = sum(f.severity == "high" for f in findings)
-    _out.print(f"{len(findings)} findings in {tool_count} tools, {high} high.")
+    out.print(f"{len(findings)} findings in {tool_count} tools, {high} high.")
 
 
 def _usage(message: str) -> NoReturn:
-    _err.print(f"[bold red]error:[/bold red] {escape(message)}")
-    raise typer.Exit(USAGE_ERROR)
-
-
-def _fail(message: str) -> NoReturn:
-    _err.print(f"[bold red]error:[/bold red] {escape(message)}")
-    raise typer.Exit(1)
+    raise fail(message, USAGE_ERROR)
 
 
 if __name__ == "__main__":

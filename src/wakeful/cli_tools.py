@@ -18,10 +18,10 @@ from typing import IO, TYPE_CHECKING, Annotated, Final
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .cli_console import fail, out
 from .errors import UserError
 from .tools.lint import LintFinding, lint_definitions, lint_tool
 
@@ -45,9 +45,6 @@ tools_app = typer.Typer(
     help="Check the tools agents call: their descriptions, schemas and examples.",
     no_args_is_help=True,
 )
-
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @dataclass
@@ -251,8 +248,7 @@ def lint_command(
             run = functools.partial(lint_stdio_server, server or [], connect_seconds=timeout)
             reports = [anyio.run(run)]
     except UserError as exc:
-        _err.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
-        raise typer.Exit(1) from exc
+        raise fail(str(exc)) from exc
     _print_reports(reports, as_json=as_json, advice=not builtin)
     if any(r.findings for r in reports) and (builtin or strict):
         raise typer.Exit(1)
@@ -287,14 +283,14 @@ def _print_reports(reports: list[LintReport], *, as_json: bool, advice: bool) ->
             table.add_column("What to add")
             for f in report.findings:
                 table.add_row(escape(f.tool), f.rule, escape(f.message))
-            _out.print(table)
+            out.print(table)
         failing = len({f.tool for f in report.findings})
-        _out.print(
+        out.print(
             f"{escape(report.source)}: {len(report.tools)} tools checked, "
             f"{len(report.tools) - failing} meet the standard, {failing} do not."
         )
     if advice and any(r.findings for r in reports):
-        _out.print("These findings are advice for a third-party server; --strict makes them fail.")
+        out.print("These findings are advice for a third-party server; --strict makes them fail.")
 
 
 def _register_search() -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Annotated, Final
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .cli_console import fail, out
 from .discovery import Catalog, Embedder, Ranking, ToolIndex, load_queries
 from .errors import UserError
 
@@ -24,9 +24,6 @@ __all__ = ["register"]
 
 DEFAULT_K_QUERIES: Final = 10
 DEFAULT_K_NEED: Final = 5
-
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def register(tools_app: typer.Typer) -> None:
@@ -106,8 +103,7 @@ def search(
     try:
         _search(need, catalog, queries, k, as_json, embeddings, onnx, static_embeddings, index_file)
     except UserError as exc:
-        _err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(1) from exc
+        raise fail(str(exc)) from exc
 
 
 def _search(
@@ -152,8 +148,8 @@ def _search(
         typer.echo(json.dumps(payload, ensure_ascii=False))
         return
     if not result.found:
-        _out.print(f"No tool found for {escape(need)!r}.")
-        _out.print(escape(result.advice or ""))
+        out.print(f"No tool found for {escape(need)!r}.")
+        out.print(escape(result.advice or ""))
         return
     table = Table("score", "server", "tool", "description", title=f"Tools for {escape(need)!r}")
     for match in result.matches:
@@ -165,7 +161,7 @@ def _search(
             escape(match.tool),
             escape(description[:120]),
         )
-    _out.print(table)
+    out.print(table)
 
 
 def _embedder(embeddings: Path | None, onnx: bool) -> Embedder | None:
