@@ -9,6 +9,7 @@ event. Either way the command's whole process group is stopped when the task end
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -110,20 +111,34 @@ async def run_shell(
     async def run_in_background(handle: TaskHandle) -> ToolResult:
         return await _run(ctx, handle, command, workdir, timeout, _BACKGROUND_TIMEOUT_HINT)
 
+    return start_in_background(
+        ctx, run_in_background, command, timeout, "task_status, monitor_shell or cancel_task"
+    )
+
+
+def start_in_background(
+    ctx: ToolContext,
+    run: Callable[[TaskHandle], Awaitable[ToolResult]],
+    command: str,
+    timeout: float,
+    follow_with: str,
+) -> dict[str, Any]:
+    """Start a shell command's run as a background task of the call's session; the answer the
+    model gets at once (`follow_with` names the tools that follow the task)."""
     handle = ctx.services.tasks.start(
         session=ctx.session,
         tool=ctx.tool_name,
-        run=run_in_background,
+        run=run,
         call_id=ctx.call_id,
-        description=_describe(command),
+        description=describe_command(command),
         background=True,
     )
     return {
         "task_id": handle.id,
         "status": "running",
         "timeout_seconds": timeout,
-        "next": "The result will arrive as a tool.result event. Meanwhile use task_status, "
-        "monitor_shell or cancel_task with this task_id.",
+        "next": "The result will arrive as a tool.result event. Meanwhile use "
+        f"{follow_with} with this task_id.",
     }
 
 
@@ -175,7 +190,8 @@ def _resolve(cwd: str, base: Path | None) -> Path:
     return path
 
 
-def _describe(command: str) -> str:
+def describe_command(command: str) -> str:
+    """A command on one line, cut to fit a task list."""
     line = " ".join(command.split())
     if len(line) <= _DESCRIPTION_CHARS:
         return line

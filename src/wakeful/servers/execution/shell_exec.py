@@ -27,17 +27,19 @@ from ...safety.sandbox import Sandbox, SandboxSettings
 from ...safety.sandbox.rlimits import MB
 from ...services import Services, settings_of, state_of
 from ...tools.process import OutputCapture, OutputFile, ProcessOutcome, run_to_end
+from ...tools.shell import (
+    BACKGROUND_TIMEOUT_SECONDS,
+    INLINE_TIMEOUT_SECONDS,
+    start_in_background,
+)
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ...tools.tasks import TaskHandle
 from .long_output import KEEP_LINES, MAX_CHARS, MAX_LINES, excerpt
 
-INLINE_TIMEOUT_SECONDS = 120.0
-BACKGROUND_TIMEOUT_SECONDS = 3600.0
 MAX_TIMEOUT_SECONDS = 3600.0
 OUTPUTS_DIR = Path(".wakeful") / "outputs"
 HISTORY_PER_SESSION = 500
 MAX_HISTORY_PAGE = 100
-_DESCRIPTION_CHARS = 100
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -145,21 +147,9 @@ async def shell_exec(
     async def run_in_background(handle: TaskHandle) -> ToolResult:
         return await execute(handle, timeout)
 
-    handle = ctx.services.tasks.start(
-        session=ctx.session,
-        tool=ctx.tool_name,
-        run=run_in_background,
-        call_id=ctx.call_id,
-        description=_describe(command),
-        background=True,
+    return start_in_background(
+        ctx, run_in_background, command, timeout, "task_status or cancel_task"
     )
-    return {
-        "task_id": handle.id,
-        "status": "running",
-        "timeout_seconds": timeout,
-        "next": "The result will arrive as a tool.result event. Meanwhile use task_status or "
-        "cancel_task with this task_id.",
-    }
 
 
 # --- checks before running ---------------------------------------------------------------------
@@ -348,11 +338,6 @@ def _notes(
 def _file_stem(call_id: str) -> str:
     cleaned = _UNSAFE_FILE_CHARS.sub("_", call_id)[:80]
     return cleaned or f"call_{uuid.uuid4().hex[:12]}"
-
-
-def _describe(command: str) -> str:
-    line = " ".join(command.split())
-    return line if len(line) <= _DESCRIPTION_CHARS else line[: _DESCRIPTION_CHARS - 1] + "…"
 
 
 # --- history ----------------------------------------------------------------------------------
