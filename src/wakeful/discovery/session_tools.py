@@ -28,7 +28,7 @@ from ..messages import Message, ToolCall, ToolMessage
 from ..models.base import ToolDefinition
 from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .catalog import Catalog, CatalogServer, CatalogTool
-from .index import Match, ToolIndex
+from .index import NOT_FOUND_ADVICE, Match, ToolIndex
 
 LOCAL_SERVER = "local"
 """The catalog server of tools given to the runtime in code (not from an MCP server)."""
@@ -64,6 +64,7 @@ _GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 _WORD = re.compile(r"[a-z]+")
 _EXAMPLES_PER_GROUP = 6
+_CLOSEST = 3  # weak candidates named when nothing matches
 
 
 class DiscoverySettings(BaseModel):
@@ -243,26 +244,26 @@ async def discover_tools(
     Cost: a few milliseconds; about 150-400 tokens per tool loaded.
     """
     discovery = discovery_of(ctx)
-    result = discovery.index.search(need, k or discovery.k)
-    if not result.found or not result.matches:
+    wanted = k or discovery.k
+    # One ranking serves both answers: the confident matches, or the closest weak candidates.
+    ranked, threshold = discovery.index.rank_judged(need, max(wanted, _CLOSEST))
+    matches = [m for m in ranked[:wanted] if m.score >= threshold]
+    if not matches:
         # Nothing reached the calibrated score: no match is claimed and nothing is loaded; the
         # closest names are listed as what they are, weak candidates, so a rephrased need can
         # aim better.
-        closest = [discovery.registry_name(m) for m in discovery.index.rank(need, 3)]
         answer = {
             "found": False,
             "loaded": [],
             "already_loaded": [],
-            "closest_weak_candidates": closest,
-            "advice": result.advice
-            or "No tool matches this need. Rephrase it, do it with a general tool such as "
-            "code_interpreter or run_shell, or ask the user.",
+            "closest_weak_candidates": [discovery.registry_name(m) for m in ranked[:_CLOSEST]],
+            "advice": NOT_FOUND_ADVICE,
         }
         return ToolResult(json.dumps(answer, ensure_ascii=False), structured=answer)
     loaded = discovery.loaded_for(ctx.session)
     fresh: list[dict[str, Any]] = []
     again: list[str] = []
-    for match in result.matches:
+    for match in matches:
         name = discovery.registry_name(match)
         if name in loaded or name in again:
             if name not in again:
