@@ -132,7 +132,9 @@ async def _run_check(
     root = ctx.services.workdir if ctx.services.workdir is not None else Path.cwd()
     # A check runs what the agent wrote, so it runs where the agent's own commands do: in the
     # sandbox (with the `none` backend, only its limits apply).
-    sandbox = Sandbox(settings_of(ctx.services, SandboxSettings), root)
+    sandbox = await anyio.to_thread.run_sync(
+        Sandbox, settings_of(ctx.services, SandboxSettings), root
+    )
     async with sandbox.prepare(["bash", "-c", command], cwd=root) as prepared:
         result = await run_process(
             None,

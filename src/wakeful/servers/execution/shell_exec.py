@@ -119,7 +119,10 @@ async def shell_exec(
     refusal = _policy_refusal(ctx, command, workdir)
     if refusal is not None:
         return refusal
-    sandbox = Sandbox(settings_of(ctx.services, SandboxSettings), root)
+    # Built in a thread: the first sandbox of a process probes bubblewrap (a subprocess).
+    sandbox = await anyio.to_thread.run_sync(
+        Sandbox, settings_of(ctx.services, SandboxSettings), root
+    )
     history = session_history(ctx.services, ctx.session)
     shown_cwd = display_path(workdir, root)
     stem = _file_stem(ctx.call_id)
