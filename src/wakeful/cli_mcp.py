@@ -54,20 +54,23 @@ def parse_http_address(value: str | None) -> tuple[str, int] | None:
     return host, int(port_text)
 
 
+HttpOption = Annotated[
+    str | None,
+    typer.Option(
+        "--http",
+        metavar="HOST:PORT",
+        help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+    ),
+]
+
+
 @serve_app.command("perception")
 def serve_perception(
     root: Annotated[
         Path,
         typer.Option("--root", help="The directory the file tools may read; nothing outside."),
     ] = Path("."),
-    http: Annotated[
-        str | None,
-        typer.Option(
-            "--http",
-            metavar="HOST:PORT",
-            help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
-        ),
-    ] = None,
+    http: HttpOption = None,
 ) -> None:
     """The perception tools: files under --root, documents, web, public data, calendars."""
     address = parse_http_address(http)
@@ -89,14 +92,7 @@ def serve_execution(
         Path,
         typer.Option("--root", help="The workspace the tools may change; nothing outside."),
     ] = Path("."),
-    http: Annotated[
-        str | None,
-        typer.Option(
-            "--http",
-            metavar="HOST:PORT",
-            help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
-        ),
-    ] = None,
+    http: HttpOption = None,
     config: Annotated[
         Path,
         typer.Option("--config", "-c", help="wakeful.toml with [safety] and [tools.*] (optional)."),
