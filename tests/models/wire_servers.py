@@ -9,7 +9,6 @@ with uvicorn on a free port of 127.0.0.1 inside the caller's event loop.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -18,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from loopback_http import serving
 
 
 def sse(data: object, *, event: str | None = None) -> bytes:
@@ -109,40 +109,9 @@ class WireServer:
             raise
 
 
-class _Uvicorn(uvicorn.Server):
-    """A uvicorn server that says when it is ready to accept connections."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = anyio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-
 @asynccontextmanager
 async def serve_wire(server: WireServer) -> AsyncIterator[WireServer]:
     """Run `server` on a free port of 127.0.0.1 until the block ends."""
-    config = uvicorn.Config(
-        server.app,
-        http="h11",
-        ws="none",
-        lifespan="off",
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=1,
-    )
-    uvicorn_server = _Uvicorn(config)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        server.port = sock.getsockname()[1]
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(uvicorn_server.serve, [sock])
-            with anyio.fail_after(5):
-                await uvicorn_server.ready.wait()
-            try:
-                yield server
-            finally:
-                uvicorn_server.should_exit = True
+    async with serving(server.app) as port:
+        server.port = port
+        yield server

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-import uvicorn
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 from starlette.applications import Starlette
@@ -24,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from loopback_http import serving
 from tool_services import tool_services
 from wakeful.services import Services
 from wakeful.store.sqlite import Store
@@ -109,41 +108,12 @@ class RecordingHTTP:
         )
 
 
-class _Uvicorn(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = anyio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-
 @asynccontextmanager
 async def serve_http(server: RecordingHTTP) -> AsyncIterator[RecordingHTTP]:
     """Run `server` on a free port of 127.0.0.1 until the block ends."""
-    config = uvicorn.Config(
-        server.app,
-        http="h11",
-        ws="none",
-        lifespan="off",
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=1,
-    )
-    running = _Uvicorn(config)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        server.port = sock.getsockname()[1]
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(running.serve, [sock])
-            with anyio.fail_after(5):
-                await running.ready.wait()
-            try:
-                yield server
-            finally:
-                running.should_exit = True
+    async with serving(server.app) as port:
+        server.port = port
+        yield server
 
 
 # --- SMTP ----------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -14,9 +13,9 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
-import uvicorn
 from pydantic import ValidationError
 
+from loopback_http import serving
 from mcp_servers.toolbox import PNG_BYTES, build_server
 from process_probes import live_processes_matching
 from tool_services import Events, tool_services
@@ -298,21 +297,8 @@ async def test_stdio_tool_list_changes_are_followed() -> None:
 @asynccontextmanager
 async def http_server() -> AsyncIterator[str]:
     """The toolbox served over Streamable HTTP on a free port of 127.0.0.1."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = build_server().streamable_http_app()
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", ws="none", lifespan="on", access_log=False)
-    )
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(5):
-            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
-                await anyio.sleep(0.02)
+    async with serving(build_server().streamable_http_app(), lifespan="on") as port:
         yield f"http://127.0.0.1:{port}/mcp"
-        server.should_exit = True
-    sock.close()
 
 
 @pytest.mark.anyio
