@@ -1,13 +1,18 @@
-"""An ASGI app served by uvicorn on a free port of 127.0.0.1, in the test's own event loop."""
+"""HTTP servers on 127.0.0.1 for tests: an ASGI app served by uvicorn in the test's own event
+loop, or a `wakeful mcp serve` command run as a subprocess."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import httpx2
 import uvicorn
 
 
@@ -49,3 +54,41 @@ async def serving(app: Any, *, lifespan: Literal["on", "off"] = "off") -> AsyncI
                 yield port
             finally:
                 server.should_exit = True
+
+
+@contextmanager
+def mcp_server_over_http(command: list[str], *, cwd: Path | None = None) -> Iterator[str]:
+    """Run `command --http 127.0.0.1:PORT` (a `wakeful mcp serve …` command) as a subprocess and
+    yield its endpoint URL once it listens; stop it when the block ends."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [*command, "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+    )
+    try:
+        _wait_until_listening(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        finally:
+            assert process.stderr is not None
+            process.stderr.close()
+
+
+def _wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(300):
+        if process.poll() is not None:
+            assert process.stderr is not None
+            raise AssertionError(f"the server exited: {process.stderr.read().decode()}")
+        try:
+            httpx2.get(f"http://127.0.0.1:{port}/", timeout=0.2)
+            return
+        except httpx2.TransportError:
+            time.sleep(0.05)
+    raise AssertionError("the server did not start listening within 15 s")

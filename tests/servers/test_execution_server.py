@@ -4,22 +4,19 @@ the safety gate asking the client's user through elicitation, and every call in 
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from typer.testing import CliRunner
 
+from loopback_http import mcp_server_over_http
 from wakeful.cli import app
 from wakeful.cli_mcp import mcp_app
 from wakeful.config import SafetyConfig, build_gate
@@ -170,33 +167,8 @@ async def test_over_stdio_in_a_subprocess(tmp_path: Path) -> None:
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [*serve_command(tmp_path), "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    try:
-        for _ in range(300):
-            if process.poll() is not None:
-                assert process.stderr is not None
-                raise AssertionError(f"the server exited: {process.stderr.read().decode()}")
-            try:
-                httpx2.get(f"http://127.0.0.1:{port}/", timeout=0.2)
-                break
-            except httpx2.TransportError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        finally:
-            assert process.stderr is not None
-            process.stderr.close()
+    with mcp_server_over_http(serve_command(tmp_path), cwd=tmp_path) as url:
+        yield url
 
 
 @pytest.mark.anyio

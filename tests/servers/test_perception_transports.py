@@ -3,20 +3,17 @@ the `serve perception` command's handling of bad options."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from perception_tree import make_tree, text_of
 from typer.testing import CliRunner
 
+from loopback_http import mcp_server_over_http
 from wakeful.cli_mcp import mcp_app, parse_http_address
 
 
@@ -55,25 +52,8 @@ async def test_over_stdio_in_a_subprocess(root: Path) -> None:
 
 @pytest.fixture
 def http_server(root: Path) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [*serve_command(root), "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        _wait_until_listening(port, process)
+    with mcp_server_over_http(serve_command(root)) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        finally:
-            assert process.stderr is not None
-            process.stderr.close()
 
 
 @pytest.mark.anyio
@@ -81,19 +61,6 @@ async def test_over_streamable_http(http_server: str) -> None:
     with anyio.fail_after(15):
         async with Client(http_server) as client:
             await exercise(client)
-
-
-def _wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(200):
-        if process.poll() is not None:
-            assert process.stderr is not None
-            raise AssertionError(f"the server exited: {process.stderr.read().decode()}")
-        try:
-            httpx2.get(f"http://127.0.0.1:{port}/", timeout=0.2)
-            return
-        except httpx2.TransportError:
-            time.sleep(0.05)
-    raise AssertionError("the server did not start listening within 10 s")
 
 
 # --- the command line ---------------------------------------------------------------------------
