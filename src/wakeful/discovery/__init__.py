@@ -9,13 +9,43 @@ calibrated score it answers "no tool found" with advice instead of a weak guess.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Light modules, bound now (`tokenize` is also a submodule's name: binding the function here
+# keeps `from wakeful.discovery import tokenize` the function whatever is imported later).
 from .catalog import Catalog, CatalogServer, CatalogTool, Query, load_queries
-from .embeddings import Embedder, SentenceTransformerEmbedder
-from .fusion import Ranking
-from .index import NOT_FOUND_ADVICE, Match, SearchResult, ToolIndex
-from .onnx_embeddings import OnnxEmbedder
-from .static_embeddings import StaticEmbedder
 from .tokenize import tokenize
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder, SentenceTransformerEmbedder
+    from .fusion import Ranking
+    from .index import NOT_FOUND_ADVICE, Match, SearchResult, ToolIndex
+    from .onnx_embeddings import OnnxEmbedder
+    from .static_embeddings import StaticEmbedder
+
+# The rest is loaded on first use, so that a runtime without discovery never imports numpy
+# for it (the session module imports `wakeful.discovery.session_tools`, which runs this
+# package first).
+_HOMES = {
+    "Embedder": ".embeddings",
+    "SentenceTransformerEmbedder": ".embeddings",
+    "Ranking": ".fusion",
+    "NOT_FOUND_ADVICE": ".index",
+    "Match": ".index",
+    "SearchResult": ".index",
+    "ToolIndex": ".index",
+    "OnnxEmbedder": ".onnx_embeddings",
+    "StaticEmbedder": ".static_embeddings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home, __name__), name)
+
 
 __all__ = [
     "NOT_FOUND_ADVICE",

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +28,9 @@ from ..messages import Message, ToolCall, ToolMessage
 from ..models.base import ToolDefinition
 from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .catalog import Catalog, CatalogServer, CatalogTool
-from .index import NOT_FOUND_ADVICE, Match, ToolIndex
+
+if TYPE_CHECKING:
+    from .index import Match, ToolIndex
 
 LOCAL_SERVER = "local"
 """The catalog server of tools given to the runtime in code (not from an MCP server)."""
@@ -243,6 +245,8 @@ async def discover_tools(
 
     Cost: a few milliseconds; about 150-400 tokens per tool loaded.
     """
+    from .index import NOT_FOUND_ADVICE  # with the index, which the runtime built already
+
     discovery = discovery_of(ctx)
     wanted = k or discovery.k
     # One ranking serves both answers: the confident matches, or the closest weak candidates.
