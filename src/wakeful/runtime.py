@@ -312,24 +312,18 @@ class Runtime:
 
         core = set(self._core_names)
         by_server: dict[str, list[Tool]] = {}
-        taken: set[str] = set()
         if self.mcp is not None:
-            for status in self.mcp.status():
-                for remote in status.tools:
-                    name = remote if remote in self._mcp_tool_names else f"{status.name}.{remote}"
-                    found = self.registry.get(name)
-                    if found is not None and name not in core and name not in taken:
-                        by_server.setdefault(status.name, []).append(found)
-                        taken.add(name)
+            for server, tools in self.mcp.tools_by_server().items():
+                deferred = [t for t in tools if t.name not in core]
+                if deferred:
+                    by_server[server] = deferred
+        taken = {t.name for tools in by_server.values() for t in tools}
         local = [t for t in self.registry if t.name not in core and t.name not in taken]
         if local:
             by_server.setdefault(LOCAL_SERVER, []).extend(local)
         descriptions = {LOCAL_SERVER: "Tools of this runtime."}
         discovery.update(
-            (
-                catalog_entry(server, descriptions.get(server, f"MCP server {server}"), tools),
-                {t.name: t.name for t in tools},
-            )
+            catalog_entry(server, descriptions.get(server, f"MCP server {server}"), tools)
             for server, tools in by_server.items()
         )
 

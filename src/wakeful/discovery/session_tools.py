@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,7 +30,7 @@ from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .catalog import Catalog, CatalogServer, CatalogTool
 
 if TYPE_CHECKING:
-    from .index import Match, ToolIndex
+    from .index import ToolIndex
 
 LOCAL_SERVER = "local"
 """The catalog server of tools given to the runtime in code (not from an MCP server)."""
@@ -93,9 +93,6 @@ class Discovery:
 
     index: ToolIndex
     core_names: tuple[str, ...]
-    # (server, catalog tool name) → the name the tool has in the runtime's registry
-    # (MCP tools whose names collide are namespaced `server.tool`).
-    registry_names: dict[tuple[str, str], str] = field(default_factory=dict)
     loaded: dict[str, list[str]] = field(default_factory=dict)
     k: int = 5
 
@@ -106,17 +103,15 @@ class Discovery:
     def loaded_for(self, session: str) -> list[str]:
         return self.loaded.setdefault(session, [])
 
-    def registry_name(self, match: Match) -> str:
-        return self.registry_names.get((match.server, match.tool), match.tool)
+    def update(self, servers: Iterable[CatalogServer]) -> None:
+        """Make the index hold exactly these servers, re-indexing only those that changed.
 
-    def update(self, servers: Iterable[tuple[CatalogServer, Mapping[str, str]]]) -> None:
-        """Make the index hold exactly these servers, re-indexing only those that changed."""
-        wanted = {server.name: (server, names) for server, names in servers}
+        Catalog tools are named as the runtime's registry names them (see `catalog_entry`), so
+        a match's tool is the name to call."""
+        wanted = {server.name: server for server in servers}
         for name in [n for n in self.catalog.servers if n not in wanted]:
             self.index.remove_server(name)
-        for name, (server, names) in wanted.items():
-            for tool_name, registry_name in names.items():
-                self.registry_names[(name, tool_name)] = registry_name
+        for name, server in wanted.items():
             if self.catalog.servers.get(name) != server:
                 self.index.upsert_server(server)
 
@@ -260,7 +255,7 @@ async def discover_tools(
             "found": False,
             "loaded": [],
             "already_loaded": [],
-            "closest_weak_candidates": [discovery.registry_name(m) for m in ranked[:_CLOSEST]],
+            "closest_weak_candidates": [m.tool for m in ranked[:_CLOSEST]],
             "advice": NOT_FOUND_ADVICE,
         }
         return ToolResult(json.dumps(answer, ensure_ascii=False), structured=answer)
@@ -268,7 +263,7 @@ async def discover_tools(
     fresh: list[dict[str, Any]] = []
     again: list[str] = []
     for match in matches:
-        name = discovery.registry_name(match)
+        name = match.tool
         if name in loaded or name in again:
             if name not in again:
                 again.append(name)

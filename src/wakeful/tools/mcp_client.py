@@ -186,6 +186,13 @@ class MCPToolset:
         that is down: calling one of those returns an error that says so)."""
         return [t for c, t in self._tools if include_unavailable or c.state == "ready"]
 
+    def tools_by_server(self) -> dict[str, list[Tool]]:
+        """The tools of `tools()`, grouped by the server that offers them."""
+        grouped: dict[str, list[Tool]] = {}
+        for connection, tool in self._tools:
+            grouped.setdefault(connection.config.name, []).append(tool)
+        return grouped
+
     def status(self) -> list[MCPServerStatus]:
         return [
             MCPServerStatus(
