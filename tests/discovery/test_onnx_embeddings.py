@@ -195,10 +195,20 @@ def cli(*args: str) -> Result:
     return CliRunner().invoke(app, list(args))
 
 
-def test_onnx_flag_needs_a_model() -> None:
-    result = cli("tools", "search", "--catalog", "x", "--onnx", "a need")
+@pytest.mark.parametrize(
+    ("flags", "named"), [(["--torch"], "--torch"), (["--ranking", "adaptive"], "--ranking")]
+)
+def test_model_flags_need_a_model(flags: list[str], named: str) -> None:
+    result = cli("tools", "search", "--catalog", "x", *flags, "a need")
     assert result.exit_code == 1
+    assert f"{named} sets how the --embeddings model is used" in result.output
     assert "give --embeddings" in result.output
+
+
+def test_an_unknown_ranking_is_refused_with_the_choices() -> None:
+    result = cli("tools", "search", "--catalog", "x", "--ranking", "best", "a need")
+    assert result.exit_code == 2
+    assert "hybrid" in result.output and "second-opinion" in result.output
 
 
 def tiny_bert(folder: Path) -> Path:
@@ -252,9 +262,16 @@ def test_export_reproduces_the_torch_model(
     assert again.model_file.stat().st_mtime_ns == stamp
 
 
+@pytest.mark.parametrize(
+    ("ranking", "cached"),
+    [([], [".npy", ".onnx"]), (["--ranking", "adaptive"], [".onnx"]),
+     (["--ranking", "second-opinion"], [".npy", ".onnx"])],
+)  # fmt: skip
 def test_cli_runs_the_embeddings_model_with_onnx(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ranking: list[str], cached: list[str]
 ) -> None:
+    """By default the hybrid ranking: the model through ONNX Runtime plus its static token
+    embeddings, both derived once into the cache."""
     folder = tiny_bert(tmp_path / "model")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     catalog = tmp_path / "catalog.json"
@@ -273,12 +290,12 @@ def test_cli_runs_the_embeddings_model_with_onnx(
         )
     )
     result = cli(
-        "tools", "search", "--catalog", str(catalog), "--embeddings", str(folder), "--onnx",
+        "tools", "search", "--catalog", str(catalog), "--embeddings", str(folder), *ranking,
         "--json", "stock price",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["results"][0]["tool"] == "quote"
-    assert [p.suffix for p in (tmp_path / "cache" / "wakeful").iterdir()] == [".onnx"]
+    assert sorted(p.suffix for p in (tmp_path / "cache" / "wakeful").iterdir()) == cached
 
 
 def test_a_saved_index_keeps_its_onnx_vectors(embedder: OnnxEmbedder, tmp_path: Path) -> None:
@@ -293,3 +310,45 @@ def test_a_saved_index_keeps_its_onnx_vectors(embedder: OnnxEmbedder, tmp_path: 
     assert saved is not None and restored is not None
     np.testing.assert_array_equal(saved, restored)
     assert loaded.rank("share value", 1)[0].tool == "quote"
+
+
+@pytest.mark.anyio
+async def test_a_runtime_with_an_embeddings_model_discovers_through_the_hybrid_ranking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[discovery] embeddings_model` gives the session the hybrid index: the model through
+    ONNX Runtime plus its static token embeddings, both derived into the cache at start-up."""
+    from catalog_servers import catalog_servers
+
+    from wakeful.discovery.session_tools import DiscoverySettings
+    from wakeful.events import user_input
+    from wakeful.messages import ToolMessage
+    from wakeful.models import ScriptedModel, call, say, use
+    from wakeful.runtime import Runtime
+
+    folder = tiny_bert(tmp_path / "model")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = ScriptedModel(
+        [use(call("discover_tools", need="get the current stock price of a company")), say("")]
+    )
+    settings = DiscoverySettings(embeddings_model=str(folder))
+    async with Runtime(
+        model=model,
+        with_timers=False,
+        workdir=tmp_path,
+        discovery=settings,
+        mcp_in_process=catalog_servers(),
+    ) as rt:
+        await rt.submit(user_input("What is Apple's stock price?"))
+        await rt.wait_idle()
+        messages = rt.sessions["main"].trajectory.messages
+    (answer,) = [
+        json.loads(m.content)
+        for m in messages
+        if isinstance(m, ToolMessage) and m.name == "discover_tools"
+    ]
+    # The random tiny model adds noise, so the match may fall under the threshold; the words
+    # still put the stock price tools first, loaded or offered as the closest candidates.
+    candidates = [t["name"] for t in answer["loaded"]] or answer["closest_weak_candidates"]
+    assert "get_current_stock_price" in candidates[:3]
+    assert sorted(p.suffix for p in (tmp_path / "cache" / "wakeful").iterdir()) == [".npy", ".onnx"]

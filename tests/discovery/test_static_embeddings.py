@@ -161,8 +161,9 @@ class CountingEmbedder:
 
 def test_the_precise_embedder_is_asked_only_when_the_ranking_is_ambiguous() -> None:
     precise = CountingEmbedder(embedder())
-    index = ToolIndex.build(catalog(), embedder=embedder(), precise_embedder=precise)
-    assert index.ranking == Ranking.static()
+    index = ToolIndex.build(
+        catalog(), embedder=embedder(), precise_embedder=precise, ranking=Ranking.static()
+    )
     after_build = precise.texts
     assert after_build == 5  # two servers and three tools, embedded once when indexed
     assert index.rank("stock price")[0].tool == "quote"  # a clear winner: no second opinion

@@ -37,6 +37,9 @@ class _Postings:
     counts: dict[int, tuple[float, ...]]
     slots: IntArray | None = None
     frequencies: FloatArray | None = None
+    # What the term adds to each of `slots`, valid while the index is at `generation`.
+    contribution: FloatArray | None = None
+    generation: int = -1
 
     def arrays(self, fields: int) -> tuple[IntArray, FloatArray]:
         if self.slots is None or self.frequencies is None:
@@ -67,6 +70,9 @@ class FieldedBM25:
         self._terms_of: dict[int, tuple[str, ...]] = {}
         self._lengths = np.zeros((_INITIAL_SLOTS, fields), dtype=np.float64)
         self._total_lengths = np.zeros(fields, dtype=np.float64)
+        # Bumped by every change: a term's contribution depends on the average lengths and
+        # the document count, so the cached contributions hold only within one generation.
+        self._generation = 0
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -87,6 +93,7 @@ class FieldedBM25:
         if len(fields) != len(self.weights):
             raise ValueError(f"expected {len(self.weights)} fields, got {len(fields)}")
         self.remove(key)
+        self._generation += 1
         slot = self._free.pop() if self._free else len(self._slot_of)
         if slot >= self.capacity:
             grown = np.zeros((self.capacity * 2, len(self.weights)), dtype=np.float64)
@@ -99,7 +106,7 @@ class FieldedBM25:
         for term in vocabulary:
             postings = self._postings.setdefault(term, _Postings({}))
             postings.counts[slot] = tuple(float(counts[term]) for counts in per_field)
-            postings.slots = postings.frequencies = None
+            postings.slots = postings.frequencies = postings.contribution = None
         self._terms_of[slot] = tuple(vocabulary)
         lengths = np.array([len(terms) for terms in fields], dtype=np.float64)
         self._lengths[slot] = lengths
@@ -111,12 +118,13 @@ class FieldedBM25:
         slot = self._slot_of.pop(key, None)
         if slot is None:
             return False
+        self._generation += 1
         del self._key_of[slot]
         for term in self._terms_of.pop(slot):
             postings = self._postings[term]
             del postings.counts[slot]
             if postings.counts:
-                postings.slots = postings.frequencies = None
+                postings.slots = postings.frequencies = postings.contribution = None
             else:
                 del self._postings[term]
         self._total_lengths -= self._lengths[slot]
@@ -141,23 +149,47 @@ class FieldedBM25:
         A repeated query term counts once: needs are short and repetition there is emphasis by
         accident rather than by design.
         """
-        scores = np.zeros(self.capacity, dtype=np.float64)
-        unique = list(dict.fromkeys(terms))
-        if not unique or not self._slot_of:
-            return scores
+        return self.scores_of_parts([terms])[0]
+
+    def scores_of_parts(self, parts: Sequence[Sequence[str]]) -> list[FloatArray]:
+        """The scores of several queries at once, each as :meth:`scores` gives them.
+
+        The parts of one need share most terms with the whole need, so each term's
+        contribution is computed once and added to every part that holds it.
+        """
+        results = [np.zeros(self.capacity, dtype=np.float64) for _ in parts]
+        if not self._slot_of:
+            return results
         averages = self._total_lengths / len(self._slot_of)
         averages[averages == 0.0] = 1.0
-        ceiling = 0.0
-        for term in unique:
-            idf = self.idf(term)
-            ceiling += idf
-            postings = self._postings.get(term)
-            if postings is None or idf == 0.0:
-                continue
-            slots, frequencies = postings.arrays(len(self.weights))
+        contributions: dict[str, tuple[float, tuple[IntArray, FloatArray] | None]] = {}
+        for scores, terms in zip(results, parts, strict=True):
+            ceiling = 0.0
+            for term in dict.fromkeys(terms):
+                known = contributions.get(term)
+                if known is None:
+                    known = contributions[term] = self._contribution(term, averages)
+                idf, contribution = known
+                ceiling += idf
+                if contribution is not None:
+                    slots, values = contribution
+                    scores[slots] += values
+            if ceiling > 0.0:
+                scores /= ceiling
+        return results
+
+    def _contribution(
+        self, term: str, averages: FloatArray
+    ) -> tuple[float, tuple[IntArray, FloatArray] | None]:
+        """A query term's idf, and what it adds to the score of each slot holding it."""
+        idf = self.idf(term)
+        postings = self._postings.get(term)
+        if postings is None or idf == 0.0:
+            return idf, None
+        slots, frequencies = postings.arrays(len(self.weights))
+        if postings.contribution is None or postings.generation != self._generation:
             norms = 1.0 - self.b + self.b * self._lengths[slots] / averages
             weighted = (frequencies / norms) @ self.weights
-            scores[slots] += idf * weighted / (self.k1 + weighted)
-        if ceiling > 0.0:
-            scores /= ceiling
-        return scores
+            postings.contribution = idf * weighted / (self.k1 + weighted)
+            postings.generation = self._generation
+        return idf, (slots, postings.contribution)

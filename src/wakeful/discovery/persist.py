@@ -20,6 +20,7 @@ from ..errors import UserError
 from .catalog import CatalogServer, CatalogTool
 from .embeddings import Embedder
 from .fusion import Ranking
+from .hybrid import HybridRanking
 
 if TYPE_CHECKING:
     from .index import ToolIndex
@@ -59,7 +60,7 @@ def load_index(
     path: Path,
     *,
     embedder: Embedder | None = None,
-    ranking: Ranking | None = None,
+    ranking: Ranking | HybridRanking | None = None,
     precise_embedder: Embedder | None = None,
 ) -> ToolIndex:
     from .index import ToolIndex

@@ -82,8 +82,10 @@ class DiscoverySettings(BaseModel):
     k: int = Field(default=5, ge=1, le=20, description="Tools discover_tools returns by default.")
     embeddings_model: str | None = Field(
         default=None,
-        description="A sentence-transformers model folder (e.g. all-MiniLM-L6-v2); run through "
-        "ONNX Runtime, its scores are fused with BM25. Needs `pip install wakeful[embeddings]`.",
+        description="A sentence-transformers model folder (e.g. all-MiniLM-L6-v2) for the hybrid "
+        "ranking: the model (through ONNX Runtime) reads needs of up to 48 tokens, its static "
+        "token embeddings every need, both fused with BM25. Derived once (about two minutes), "
+        "then cached. Needs `pip install wakeful[embeddings]`.",
     )
 
 

@@ -1,0 +1,170 @@
+"""The hybrid ranking: words, static token embeddings and the transformer, standardised per need.
+
+Three signals score every tool for a need, each mixing the tool's own similarity with its
+server's (:func:`.fusion.levels`): BM25F over the tools' words, static token embeddings
+(:class:`.StaticEmbedder`, microseconds) and the full sentence transformer (:class:`.OnnxEmbedder`,
+about 0.13 ms a token). Their raw scales differ from signal to signal and from need to need
+(a long need covers a small share of its own words; cosines crowd together), so each is
+standardised over the catalog's tools before they are added: a tool's score is how many
+standard deviations it stands above the typical tool. A signal that singles out a few tools
+therefore speaks loudly for this need, and one that scores everything alike barely moves the
+ranking, which is what fixed weights over raw scores could not do.
+
+Two paths, by the need's length in the transformer's tokens:
+
+- **Up to `precise_max_tokens` (48)**, a need is one request, often a paraphrase sharing few
+  words with the tool's description: the transformer reads it whole and leads (weights 0.25
+  words, 0.55 transformer, 0.2 static).
+- **Longer**, a need usually makes several requests (:mod:`.need_parts`); one sentence vector
+  would average them, and embedding it would cost 7 ms and more. Each part is scored by words
+  and static embeddings (0.7 / 0.3), a tool keeps its best part, and that is averaged with the
+  same score of the whole need, so a tool that serves the need as a whole still ranks.
+
+A catalog of a handful of tools has no distribution to speak of (one tool is always exactly
+average), so each signal's mean and spread are shrunk toward a prior: the typical mean and
+spread of that signal over the development catalogs, weighted as `prior_weight` (16) tools.
+Over hundreds of tools the prior hardly matters; over three it keeps a matching tool above an
+unrelated one by what the signal says in absolute terms.
+
+Everything was chosen on the development sets (metatool, livemcpbench); see docs/benchmarks.md
+for the evaluation sets. The published score maps the standardised sum `z` to `z / (z + c)`,
+in [0, 1), where `c` is the calibrated "no tool found" point: a score of 0.5 is the threshold.
+`c` = 4.4 is the equal-error point on the development sets between the best score of needs whose
+best tool is right and the best score once the servers of their expected tools are masked
+(whatever ranks first then is a wrong guess): it keeps 75 % of right answers and rejects 75 %
+of wrong guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .fusion import Ranking, levels
+
+__all__ = ["HybridRanking", "LevelScores", "hybrid_scores", "standardise"]
+
+_FloatArray = npt.NDArray[np.float64]
+_BoolArray = npt.NDArray[np.bool_]
+
+# How each signal mixes a tool with its server: the lexical constants of `Ranking.lexical`, and
+# the dense ones of `Ranking.always_dense`.
+_LEXICAL_LEVELS = Ranking.lexical()
+_DENSE_LEVELS = Ranking.always_dense()
+
+# Under this the others agree so closely that any difference is noise.
+_LEAST_VARIANCE = 1e-12
+
+# One signal of one text: (per-tool similarity, its server's similarity), by tool slot.
+LevelScores = tuple[_FloatArray, _FloatArray]
+
+
+@dataclass(frozen=True)
+class HybridRanking:
+    """The weights of the two paths, the length that separates them, and the calibration."""
+
+    lexical_weight: float = 0.25
+    precise_weight: float = 0.55
+    static_weight: float = 0.2
+    long_lexical_weight: float = 0.7
+    parts_weight: float = 0.5
+    precise_max_tokens: int = 48
+    # The standardised sum at the "no tool found" point, calibrated on the development sets.
+    calibration: float = 4.4
+    threshold: float = 0.5
+    # Each signal's typical (mean, standard deviation) over a catalog's tools for one need
+    # (medians over the development needs, all-MiniLM-L6-v2 for the dense ones), and how many
+    # tools' worth of weight that prior carries against the catalog's own figures.
+    lexical_prior: tuple[float, float] = (0.004, 0.01)
+    static_prior: tuple[float, float] = (0.21, 0.075)
+    precise_prior: tuple[float, float] = (0.056, 0.05)
+    prior_weight: float = 16.0
+
+
+def standardise(
+    values: _FloatArray,
+    live: _BoolArray,
+    prior: tuple[float, float] = (0.0, 0.0),
+    prior_weight: float = 0.0,
+) -> _FloatArray:
+    """Each slot's value in standard deviations above the other live slots' mean, their mean
+    and spread pooled with `prior` (mean, deviation) counted as `prior_weight` slots.
+
+    Leaving the slot itself out keeps a clear winner from pulling the mean and spread toward
+    itself, so its distance does not saturate at the square root of the catalog's size: one
+    tool among three can stand as far out as one among thousands.
+    """
+    alive = values[live]
+    others = len(alive) - 1 + prior_weight
+    if others <= 0:
+        return np.zeros_like(values)
+    prior_mean, prior_spread = prior
+    total = float(alive.sum()) + prior_weight * prior_mean
+    squares = float(np.square(alive).sum()) + prior_weight * (prior_spread**2 + prior_mean**2)
+    mean = (total - values) / others
+    variance = (squares - np.square(values)) / others - np.square(mean)
+    spread = np.sqrt(np.maximum(variance, _LEAST_VARIANCE))
+    standardised: _FloatArray = np.where(live, (values - mean) / spread, 0.0)
+    return standardised
+
+
+def hybrid_scores(
+    ranking: HybridRanking,
+    *,
+    live: _BoolArray,
+    lexical: Sequence[LevelScores],
+    static: Sequence[LevelScores] | None,
+    precise: LevelScores | None,
+) -> _FloatArray:
+    """The published score of every tool slot, in [0, 1) (0 for free slots).
+
+    `lexical` and `static` hold the whole need first, then its parts (long needs only);
+    `precise` is the transformer's view of the whole need, None on the long path.
+    """
+    weight = ranking.prior_weight
+    words = [
+        standardise(levels(tool, server, _LEXICAL_LEVELS), live, ranking.lexical_prior, weight)
+        for tool, server in lexical
+    ]
+    tokens = (
+        [
+            standardise(_dense_levels(tool, server), live, ranking.static_prior, weight)
+            for tool, server in static
+        ]
+        if static is not None
+        else None
+    )
+    if precise is not None:
+        signals = [(ranking.lexical_weight, words[0])]
+        transformer = standardise(_dense_levels(*precise), live, ranking.precise_prior, weight)
+        signals.append((ranking.precise_weight, transformer))
+        if tokens is not None:
+            signals.append((ranking.static_weight, tokens[0]))
+        total = sum(weight for weight, _ in signals)
+        fused = sum((weight / total) * signal for weight, signal in signals)
+    else:
+
+        def matched(i: int) -> _FloatArray:
+            if tokens is None:
+                return words[i]
+            share = ranking.long_lexical_weight
+            return share * words[i] + (1.0 - share) * tokens[i]
+
+        fused = matched(0)
+        if len(words) > 1:
+            best_part = np.max([matched(i) for i in range(1, len(words))], axis=0)
+            fused = (1.0 - ranking.parts_weight) * fused + ranking.parts_weight * best_part
+    return _publish(np.asarray(fused, dtype=np.float64), ranking.calibration, live)
+
+
+def _dense_levels(tool: _FloatArray, server: _FloatArray) -> _FloatArray:
+    return levels(np.clip(tool, 0.0, 1.0), np.clip(server, 0.0, 1.0), _DENSE_LEVELS)
+
+
+def _publish(fused: _FloatArray, calibration: float, live: _BoolArray) -> _FloatArray:
+    positive = np.where(live, np.maximum(fused, 0.0), 0.0)
+    published: _FloatArray = positive / (positive + calibration)
+    return published
