@@ -76,7 +76,8 @@ class OursSearch:
         """Seconds for `upsert_server` of `server_name`, changed anew before every call.
 
         Each round edits the first tool's description, so the index sees a real change every time
-        rather than a no-op it might detect and skip.
+        rather than a no-op it might detect and skip (with embeddings, that one tool is embedded
+        again by each embedder; the server's other texts keep their vectors).
         """
         server = self.catalog.servers[server_name]
         first, *rest = server.tools
@@ -89,6 +90,8 @@ class OursSearch:
             start = time.perf_counter()
             self.index.upsert_server(changed)
             samples.append(time.perf_counter() - start)
+        # Put the server back: a dense index is shared by the two seal_tools sets.
+        self.index.upsert_server(server)
         return samples
 
 

@@ -179,3 +179,18 @@ def test_standardise_gives_zero_to_free_slots_and_to_a_catalog_where_all_agree()
     assert z[2] == 0.0
     assert np.all(standardise(np.full(4, 0.3), np.ones(4, dtype=bool)) == 0.0)
     assert np.all(standardise(np.zeros(3), np.zeros(3, dtype=bool)) == 0.0)
+
+
+def test_updating_one_tool_of_a_server_embeds_only_that_tool_again() -> None:
+    index, transformer = hybrid()
+    mailer = index.servers["mailer"]
+    send, inbox = mailer.tools
+    changed = tool("mailer", "send_email", "send an email message to the team")
+    index.upsert_server(CatalogServer("mailer", mailer.description, (changed, inbox)))
+    assert transformer.texts == ["send_email: send an email message to the team"]
+    fresh = ToolIndex.build(
+        index.catalog(), embedder=tiny_static(), precise_embedder=CountingTransformer()
+    )
+    for need in ("mail the team", "list the inbox", "share value"):
+        assert index.rank(need) == fresh.rank(need)
+    assert send != changed

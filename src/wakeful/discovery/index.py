@@ -234,13 +234,24 @@ class ToolIndex:
         self.upsert_servers([server])
 
     def upsert_servers(self, servers: Iterable[CatalogServer]) -> None:
-        """Add or replace several servers, embedding their texts in one batch."""
+        """Add or replace several servers, embedding their new texts in one batch.
+
+        A text the index already holds for the same server keeps its vector: when one tool of
+        a server changes, only that tool is embedded again.
+        """
         batch = list(servers)
+        kept = [
+            self._stored_vectors(batch, embedder, store)
+            for embedder, store in (
+                (self.embedder, self._fast),
+                (self.precise_embedder, self._precise),
+            )
+        ]
         for server in batch:
             self._index_server(server)
         if batch:
-            self._embed(batch, self.embedder, self._fast)
-            self._embed(batch, self.precise_embedder, self._precise)
+            self._embed(batch, self.embedder, self._fast, kept[0])
+            self._embed(batch, self.precise_embedder, self._precise, kept[1])
 
     def remove_server(self, name: str) -> None:
         """Forget a server and its tools; unknown names are ignored."""
@@ -266,15 +277,40 @@ class ToolIndex:
                 self._server_slot_of_tool = grown
             self._server_slot_of_tool[slot] = server_slot
 
+    def _stored_vectors(
+        self, servers: Sequence[CatalogServer], embedder: Embedder | None, store: _Vectors
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """The vectors `store` holds for the current texts of the servers named in `servers`."""
+        if embedder is None or store.servers is None or store.tools is None:
+            return {}
+        stored: dict[str, npt.NDArray[np.float32]] = {}
+        for name in {server.name for server in servers}:
+            current = self.servers.get(name)
+            slot = self._servers.slot(name)
+            if current is None or slot is None:
+                continue
+            stored[server_text(current)] = store.servers[slot].copy()
+            for tool in current.tools:
+                tool_slot = self._tools.slot((name, tool.name))
+                if tool_slot is not None:
+                    stored[tool_text(tool)] = store.tools[tool_slot].copy()
+        return stored
+
     def _embed(
-        self, servers: Sequence[CatalogServer], embedder: Embedder | None, into: _Vectors
+        self,
+        servers: Sequence[CatalogServer],
+        embedder: Embedder | None,
+        into: _Vectors,
+        kept: Mapping[str, npt.NDArray[np.float32]] | None = None,
     ) -> None:
         if embedder is None:
             return
         tools = [(s, t) for s in servers for t in s.tools]
-        vectors = embedder.embed(
-            [server_text(s) for s in servers] + [tool_text(t) for _, t in tools]
-        )
+        texts = [server_text(s) for s in servers] + [tool_text(t) for _, t in tools]
+        kept = kept or {}
+        new = list(dict.fromkeys(text for text in texts if text not in kept))
+        fresh = dict(zip(new, embedder.embed(new), strict=True)) if new else {}
+        vectors = np.array([kept[t] if t in kept else fresh[t] for t in texts], dtype=np.float32)
         into.store(
             [self._servers.slot(s.name) for s in servers],
             vectors[: len(servers)],
