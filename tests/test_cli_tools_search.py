@@ -142,6 +142,8 @@ def test_index_file_is_saved_then_used_without_the_catalog(catalog: Path, tmp_pa
         (("--catalog", "CATALOG", "--queries", "BAD_QUERIES"), "line 2 of"),
         (("--catalog", "BAD_CATALOG", "x"), "not valid UTF-8 JSON"),
         (("--index", "BAD_INDEX", "x"), "corrupt"),
+        (("--catalog", "CATALOG", "--embeddings", "NO_MODEL", "x"), "Cannot read the tokenizer"),
+        (("--catalog", "CATALOG", "--torch", "x"), "give --embeddings MODEL_FOLDER"),
     ],
 )
 def test_bad_input_exits_1_with_a_message(
@@ -159,6 +161,7 @@ def test_bad_input_exits_1_with_a_message(
         "BAD_QUERIES": str(bad_queries),
         "BAD_CATALOG": str(bad_catalog),
         "BAD_INDEX": str(bad_index),
+        "NO_MODEL": str(tmp_path / "no-model"),
     }
     result = run(*(names.get(a, a) for a in args))
     assert result.exit_code == 1
