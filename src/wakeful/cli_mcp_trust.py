@@ -105,9 +105,13 @@ def approve(
     ] = Path(LOCK_FILE_NAME),
 ) -> None:
     """Re-pin a server's changed or new tools (or one of them), so the runtime offers them."""
+    pins = ToolPins(lock)
     try:
-        pins = ToolPins.load(lock)
-        approvals = pins.approve(server, tool)
+        # Under the file's lock: a runtime recording a changed tool cannot write in between.
+        with pins.exclusive():
+            approvals = pins.approve(server, tool)
+            if approvals:
+                pins.save()
     except UserError as exc:
         raise fail(str(exc)) from exc
     if not approvals:
@@ -115,7 +119,6 @@ def approve(
             f"Nothing to approve for {server}{f' {tool}' if tool else ''} in {str(lock)!r}: "
             "it is already approved as it is. Run `wakeful mcp audit` to review its tools."
         )
-    pins.save()
     for approval in approvals:
         old = approval.old_sha256[:12] if approval.old_sha256 else "unpinned"
         out.print(

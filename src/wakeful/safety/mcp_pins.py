@@ -25,16 +25,23 @@ disabled until someone approves it. A definition that differs from its pin, or a
 appears on a pinned server, is recorded under "pending" and is not offered until
 `wakeful mcp approve SERVER [TOOL]` moves it to the pin ("pinned_by": "approve"); an approved
 pin also overrides the poisoning scanner for exactly that definition.
+
+The runtime and `wakeful mcp approve` (or two runtimes) may update the same file: each does its
+read-modify-write while holding an advisory lock (`flock`) on a sidecar file,
+`wakeful.lock.json.flock`, and reads the file again inside it, so one never overwrites what
+the other just wrote.
 """
 
 from __future__ import annotations
 
 import difflib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,7 +96,9 @@ class Approval:
 
 class ToolPins:
     """The pins of every server's tools: read from and written to a lock file (or kept in
-    memory when `path` is None). Not safe for two writers at once; writes are atomic."""
+    memory when `path` is None). Writes are atomic; a read-modify-write that another process
+    may race belongs inside :meth:`exclusive` (or between :meth:`acquire` and :meth:`release`),
+    which re-reads the file when someone else changed it."""
 
     def __init__(self, path: Path | None = None, *, default_mode: PinMode = "first_use") -> None:
         self.path = path
@@ -161,6 +170,39 @@ class ToolPins:
             Path(temporary).unlink(missing_ok=True)
             raise
         self.mtime_ns = self.file_mtime_ns()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the file's advisory lock, with the pins re-read if another process wrote them."""
+        handle = self.acquire()
+        try:
+            yield
+        finally:
+            self.release(handle)
+
+    def acquire(self) -> int | None:
+        """Take the advisory lock (blocking until the holder releases it) and re-read the file
+        when it changed on disk; the handle goes to :meth:`release`. None without a file."""
+        if self.path is None:
+            return None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(self._flock_path(), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            if self.changed_on_disk():
+                self.reload()
+        except BaseException:
+            os.close(handle)
+            raise
+        return handle
+
+    def release(self, handle: int | None) -> None:
+        if handle is not None:
+            os.close(handle)  # closing the descriptor drops its lock
+
+    def _flock_path(self) -> Path:
+        assert self.path is not None
+        return self.path.with_name(f"{self.path.name}.flock")
 
     # --- checking -----------------------------------------------------------------------------
 

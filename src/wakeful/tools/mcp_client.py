@@ -41,7 +41,8 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -292,13 +293,11 @@ class MCPToolset:
         it must match its pin (when there are pins) and carry no high finding (unless trusted
         or approved). Sets each connection's `disabled` and alerts once per definition."""
         alerts: list[_Alert] = []
-        async with self._pins_lock:
+        async with self._pins_lock, self._pins_file_locked():
             third_party = [c for c in self._connections.values() if c.server_object is None]
             listed = {c.name: [_wire(t) for t in c.listing] for c in third_party}
             shadowing = shadowing_findings(listed)
             wrote = False
-            if self.pins is not None and await anyio.to_thread.run_sync(self.pins.changed_on_disk):
-                await anyio.to_thread.run_sync(self.pins.reload)  # an approval came in
             findings: list[TrustFinding] = []
             for connection in third_party:
                 disabled: dict[str, str] = {}
@@ -445,6 +444,22 @@ class MCPToolset:
                     context,
                 )
             )
+
+    @asynccontextmanager
+    async def _pins_file_locked(self) -> AsyncIterator[None]:
+        """Hold the lock file's advisory lock, so that `wakeful mcp approve` (or another
+        runtime) cannot write between our reading the pins and saving them."""
+        pins = self.pins
+        if pins is None:
+            yield
+            return
+        # Shielded: a cancellation must not land between taking the lock and owning its handle.
+        with anyio.CancelScope(shield=True):
+            handle = await anyio.to_thread.run_sync(pins.acquire)
+        try:
+            yield
+        finally:
+            pins.release(handle)
 
     async def _watch_lock_file(self) -> None:
         """Pick up approvals: when the lock file changes on disk, read it and check again."""
