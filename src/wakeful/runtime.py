@@ -37,6 +37,7 @@ from .tools.tasks import TaskManager
 if TYPE_CHECKING:
     from .channels.timers import TimerService
     from .clock import Clock
+    from .discovery.catalog import CatalogServer
     from .discovery.skill_tools import SkillsSettings
     from .safety.approvals import Approvals
     from .safety.commands import PolicySettings
@@ -142,6 +143,7 @@ class Runtime:
         self.mcp_pins = mcp_pins
         self.mcp: MCPToolset | None = None
         self._mcp_tool_names: set[str] = set()
+        self._discovery_lock = anyio.Lock()
         self.sessions: dict[str, AgentSession] = {}
         self.store: Store | None = None
         self.timers: TimerService | None = None
@@ -225,7 +227,7 @@ class Runtime:
             await self._stack.enter_async_context(self.mcp)
             await self._sync_mcp_tools()
         else:
-            self._index_deferred_tools()
+            await self._index_deferred_tools()
 
     def _complete_gate(self, store: Store | None) -> CallGate | None:
         """Give the gate what only a running runtime has: a person to ask (through the outbox)
@@ -303,15 +305,27 @@ class Runtime:
             )
         return Discovery(index=index, core_names=self._core_names, k=settings.k)
 
-    def _index_deferred_tools(self) -> None:
+    async def _index_deferred_tools(self) -> None:
         """Give the discovery index every tool outside the prompt, grouped by server: an MCP
         tool under its server, the runtime's own under "local". Only changed servers are
-        re-indexed."""
+        re-indexed, and their new texts are embedded in a worker thread (seconds for thousands
+        of tools), so the event loop keeps serving meanwhile; one update at a time, so a slower
+        one cannot land after, and undo, a newer one."""
         if self._services is None:
             return
         discovery = self._services.state.get(Discovery)
         if not isinstance(discovery, Discovery):
             return
+        async with self._discovery_lock:
+            removed, changed = discovery.changes(self._deferred_catalog())
+            embedded = None
+            texts = discovery.index.texts_to_embed(changed)
+            if any(texts):
+                embedded = await anyio.to_thread.run_sync(discovery.index.embed_texts, *texts)
+            discovery.apply(removed, changed, embedded)
+
+    def _deferred_catalog(self) -> list[CatalogServer]:
+        """Every tool outside the prompt as catalog servers (see `_index_deferred_tools`)."""
         from .discovery.session_tools import LOCAL_SERVER, catalog_entry
 
         core = set(self._core_names)
@@ -326,10 +340,10 @@ class Runtime:
         if local:
             by_server.setdefault(LOCAL_SERVER, []).extend(local)
         descriptions = {LOCAL_SERVER: "Tools of this runtime."}
-        discovery.update(
+        return [
             catalog_entry(server, descriptions.get(server, f"MCP server {server}"), tools)
             for server, tools in by_server.items()
-        )
+        ]
 
     async def _sync_mcp_tools(self) -> None:
         """Make the registry offer exactly the tools the MCP servers offer now."""
@@ -348,7 +362,7 @@ class Runtime:
                 status = self.mcp.server(config.name)
                 if status is not None:
                     self.result_cache.declare_third_party(status.tools, trusted=config.trusted)
-        self._index_deferred_tools()
+        await self._index_deferred_tools()
 
     async def __aexit__(
         self,

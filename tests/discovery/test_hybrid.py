@@ -194,3 +194,28 @@ def test_updating_one_tool_of_a_server_embeds_only_that_tool_again() -> None:
     for need in ("mail the team", "list the inbox", "share value"):
         assert index.rank(need) == fresh.rank(need)
     assert send != changed
+
+
+def test_vectors_embedded_ahead_are_used_and_nothing_is_embedded_twice() -> None:
+    """The runtime embeds a change's new texts in a worker thread (`embed_texts`), then
+    applies it on the event loop: the upsert itself embeds nothing."""
+    index, transformer = hybrid()
+    agenda = CatalogServer(
+        "agenda",
+        "Calendar.",
+        (tool("agenda", "add_event", "calendar event"), tool("agenda", "move", "move a meeting")),
+    )
+    fast, precise = index.texts_to_embed([agenda])
+    assert fast == precise == ["move: move a meeting"]  # the rest is held already
+    embedded = index.embed_texts(fast, precise)
+    assert transformer.texts == ["move: move a meeting"]
+    index.upsert_servers([agenda], embedded=embedded)
+    assert transformer.texts == ["move: move a meeting"]
+    assert index.rank("meeting", 2)[0].tool in {"add_event", "move"}
+    assert index.texts_to_embed([agenda]) == ([], [])
+
+
+def test_without_embedders_there_is_nothing_to_embed() -> None:
+    index = ToolIndex.build(catalog())
+    assert index.texts_to_embed(catalog().servers.values()) == ([], [])
+    assert index.embed_texts([], []) == ({}, {})

@@ -59,6 +59,8 @@ TOOL_FIELDS: Final = (2.0, 1.0, 0.5, 0.3, 0.5, 0.2)
 SERVER_FIELDS: Final = (2.0, 1.0, 0.5, 0.3)
 
 _FloatArray = npt.NDArray[np.float64]
+# Vectors computed ahead of an upsert, by text: the fast embedder's, then the precise one's.
+Embedded = tuple[dict[str, npt.NDArray[np.float32]], dict[str, npt.NDArray[np.float32]]]
 
 
 @dataclass(frozen=True)
@@ -233,25 +235,52 @@ class ToolIndex:
         """Add a server or replace its tools; only this server's entries are recomputed."""
         self.upsert_servers([server])
 
-    def upsert_servers(self, servers: Iterable[CatalogServer]) -> None:
+    def upsert_servers(
+        self, servers: Iterable[CatalogServer], *, embedded: Embedded | None = None
+    ) -> None:
         """Add or replace several servers, embedding their new texts in one batch.
 
         A text the index already holds for the same server keeps its vector: when one tool of
-        a server changes, only that tool is embedded again.
+        a server changes, only that tool is embedded again. `embedded` holds vectors computed
+        beforehand by :meth:`embed_texts` (off the event loop); any text still missing is
+        embedded here.
         """
         batch = list(servers)
-        kept = [
-            self._stored_vectors(batch, embedder, store)
-            for embedder, store in (
-                (self.embedder, self._fast),
-                (self.precise_embedder, self._precise),
-            )
-        ]
+        kept = [self._stored_vectors(batch, embedder, store) for embedder, store in self._stores()]
+        if embedded is not None:
+            for held, given in zip(kept, embedded, strict=True):
+                held.update(given)
         for server in batch:
             self._index_server(server)
         if batch:
             self._embed(batch, self.embedder, self._fast, kept[0])
             self._embed(batch, self.precise_embedder, self._precise, kept[1])
+
+    def texts_to_embed(self, servers: Iterable[CatalogServer]) -> tuple[list[str], list[str]]:
+        """The texts of `servers` that an upsert would have the fast and the precise embedder
+        embed (none for an embedder the index lacks)."""
+        batch = list(servers)
+        texts = _texts(batch)
+        needed: list[list[str]] = []
+        for embedder, store in self._stores():
+            kept = self._stored_vectors(batch, embedder, store) if embedder is not None else {}
+            missing = [] if embedder is None else [t for t in texts if t not in kept]
+            needed.append(list(dict.fromkeys(missing)))
+        return needed[0], needed[1]
+
+    def embed_texts(self, fast: Sequence[str], precise: Sequence[str]) -> Embedded:
+        """Vectors for :meth:`upsert_servers`. It touches only the embedders, never the index,
+        so it may run in a worker thread while the event loop keeps searching."""
+        vectors: list[dict[str, npt.NDArray[np.float32]]] = []
+        for (embedder, _), texts in zip(self._stores(), (fast, precise), strict=True):
+            if embedder is None or not texts:
+                vectors.append({})
+            else:
+                vectors.append(dict(zip(texts, embedder.embed(list(texts)), strict=True)))
+        return vectors[0], vectors[1]
+
+    def _stores(self) -> tuple[tuple[Embedder | None, _Vectors], tuple[Embedder | None, _Vectors]]:
+        return (self.embedder, self._fast), (self.precise_embedder, self._precise)
 
     def remove_server(self, name: str) -> None:
         """Forget a server and its tools; unknown names are ignored."""
@@ -306,7 +335,7 @@ class ToolIndex:
         if embedder is None:
             return
         tools = [(s, t) for s in servers for t in s.tools]
-        texts = [server_text(s) for s in servers] + [tool_text(t) for _, t in tools]
+        texts = _texts(servers)
         kept = kept or {}
         new = list(dict.fromkeys(text for text in texts if text not in kept))
         fresh = dict(zip(new, embedder.embed(new), strict=True)) if new else {}
@@ -568,6 +597,11 @@ def _ambiguous(scores: _FloatArray, margin: float) -> bool:
         return False
     first, second = -np.partition(-scores, 1)[:2]
     return bool(first <= 0.0 or (first - second) / first < margin)
+
+
+def _texts(servers: Sequence[CatalogServer]) -> list[str]:
+    """What the embedders read of `servers`: each server's text, then each tool's, in order."""
+    return [server_text(s) for s in servers] + [tool_text(t) for s in servers for t in s.tools]
 
 
 def _fits(embedder: Embedder, text: str, limit: int) -> bool:

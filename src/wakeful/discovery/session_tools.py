@@ -30,7 +30,7 @@ from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .catalog import Catalog, CatalogServer, CatalogTool
 
 if TYPE_CHECKING:
-    from .index import ToolIndex
+    from .index import Embedded, ToolIndex
 
 LOCAL_SERVER = "local"
 """The catalog server of tools given to the runtime in code (not from an MCP server)."""
@@ -110,12 +110,28 @@ class Discovery:
 
         Catalog tools are named as the runtime's registry names them (see `catalog_entry`), so
         a match's tool is the name to call."""
+        self.apply(*self.changes(servers))
+
+    def changes(self, servers: Iterable[CatalogServer]) -> tuple[list[str], list[CatalogServer]]:
+        """What :meth:`update` would do: the servers to remove, and those new or changed."""
         wanted = {server.name: server for server in servers}
-        for name in [n for n in self.catalog.servers if n not in wanted]:
+        held = self.catalog.servers
+        removed = [name for name in held if name not in wanted]
+        changed = [server for name, server in wanted.items() if held.get(name) != server]
+        return removed, changed
+
+    def apply(
+        self,
+        removed: Sequence[str],
+        changed: Sequence[CatalogServer],
+        embedded: Embedded | None = None,
+    ) -> None:
+        """Carry out :meth:`changes`, with any vectors embedded beforehand (see
+        `ToolIndex.embed_texts`)."""
+        for name in removed:
             self.index.remove_server(name)
-        for name, server in wanted.items():
-            if self.catalog.servers.get(name) != server:
-                self.index.upsert_server(server)
+        if changed:
+            self.index.upsert_servers(changed, embedded=embedded)
 
     def restore(self, session: str, messages: Sequence[Message]) -> None:
         """Rebuild what a session had loaded from its trajectory (after a restart)."""
