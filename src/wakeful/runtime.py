@@ -204,7 +204,11 @@ class Runtime:
         if self.discovery_settings is not None:
             # Before recovery (sessions reloaded from the store restore what they had loaded)
             # and before the MCP servers (their first listing is indexed as it arrives).
-            self._services.state[Discovery] = self._new_discovery(self.discovery_settings)
+            # In a worker thread: loading an embedding model takes a second (deriving it the
+            # first time, minutes), and the runtime's tasks are already running.
+            self._services.state[Discovery] = await anyio.to_thread.run_sync(
+                self._new_discovery, self.discovery_settings
+            )
         if self.with_timers:
             from .channels.timers import TimerService
 
