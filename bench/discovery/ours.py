@@ -62,6 +62,11 @@ class OursSearch:
         static, transformer = embedders if embedders is not None else (None, None)
         self.index = ToolIndex.build(catalog, embedder=static, precise_embedder=transformer)
 
+    @property
+    def transformer_needs(self) -> int | None:
+        """How many needs so far the hybrid ranking gave the transformer; None when lexical."""
+        return None if self.index.precise_embedder is None else int(self.index.dense_needs)
+
     def search(self, query: str, k: int) -> Ranking:
         """The ranked tools, best first, as `wakeful tools search --json` prints them; `found`
         is the index's own verdict (the best score reaches the calibrated threshold of the path
@@ -93,14 +98,3 @@ class OursSearch:
         # Put the server back: a dense index is shared by the two seal_tools sets.
         self.index.upsert_server(server)
         return samples
-
-
-def transformer_reads(search: OursSearch, need: str) -> bool:
-    """Whether the hybrid ranking gives `need` to the transformer (it fits the token budget)."""
-    from wakeful.discovery.hybrid import HybridRanking
-
-    ranking = search.index.ranking
-    transformer = search.index.precise_embedder
-    if not isinstance(ranking, HybridRanking) or transformer is None:
-        return False
-    return bool(transformer.count_tokens(need) <= ranking.precise_max_tokens)

@@ -38,7 +38,6 @@ from ours import (
     load_catalog,
     load_embedder,
     ours_unavailable,
-    transformer_reads,
 )
 from retriever import Retriever
 from toolsets import DATA_ROOT, SET_NAMES, LabelledQuery, ToolSet, load_toolset, subsample
@@ -177,13 +176,7 @@ def run_set(
             if cacheable:
                 dense_cache[(name, catalog_digest)] = cached
         retriever, build_s = cached
-        hybrid = name == OURS[1] and isinstance(retriever, OursSearch)
-        before = retriever.index.dense_needs if hybrid else 0
         result = evaluate(toolset, queries, retriever, build_s)
-        if hybrid:
-            # Minus the warm-up need evaluate() sends before the timed ones.
-            read = retriever.index.dense_needs - before
-            result.transformer_needs = read - int(transformer_reads(retriever, queries[0].text))
         results.append(result)
         if isinstance(retriever, OursSearch) and toolset.name.startswith("seal_tools"):
             # Measured last: it edits the index this set was just scored on.
@@ -199,6 +192,7 @@ def evaluate(
 ) -> MethodResult:
     """Answer every query once, timing each, and score the rankings."""
     retriever.search(queries[0].text, K)  # warm caches and lazy set-up outside the timings
+    read_before = retriever.transformer_needs if isinstance(retriever, OursSearch) else None
     scores: list[QueryScore] = []
     latencies: list[float] = []
     for query in queries:
@@ -206,6 +200,7 @@ def evaluate(
         ranking = retriever.search(query.text, K)
         latencies.append(time.perf_counter() - start)
         scores.append(QueryScore.of(ranking.keys, query.expected, found=ranking.found))
+    read_after = retriever.transformer_needs if isinstance(retriever, OursSearch) else None
     return MethodResult(
         set_name=toolset.name,
         method=retriever.name,
@@ -214,6 +209,9 @@ def evaluate(
         p50_ms=percentile(latencies, 50) * 1000,
         p99_ms=percentile(latencies, 99) * 1000,
         build_s=build_s,
+        transformer_needs=(
+            None if read_before is None or read_after is None else read_after - read_before
+        ),
     )
 
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Ranking", "fuse", "levels"]
+__all__ = ["Ranking", "dense_levels", "fuse", "levels"]
 
 _FloatArray = npt.NDArray[np.float64]
 
@@ -147,6 +147,16 @@ def levels(tool: _FloatArray, server: _FloatArray, ranking: Ranking) -> _FloatAr
     return mixed / (1.0 + ranking.server_weight + ranking.product_weight)
 
 
+def dense_levels(tool: _FloatArray, server: _FloatArray, ranking: Ranking) -> _FloatArray:
+    """:func:`levels` of cosine similarities, clipped to [0, 1] first (a negative cosine says
+    no more than an unrelated text)."""
+    return levels(
+        np.clip(tool.astype(np.float64), 0.0, 1.0),
+        np.clip(server.astype(np.float64), 0.0, 1.0),
+        ranking,
+    )
+
+
 def fuse(
     ranking: Ranking,
     *,
@@ -159,9 +169,5 @@ def fuse(
     lexical = levels(tool_lexical, server_lexical, ranking)
     if tool_dense is None or server_dense is None or ranking.dense_weight == 0.0:
         return lexical
-    dense = levels(
-        np.clip(tool_dense.astype(np.float64), 0.0, 1.0),
-        np.clip(server_dense.astype(np.float64), 0.0, 1.0),
-        ranking,
-    )
+    dense = dense_levels(tool_dense, server_dense, ranking)
     return (1.0 - ranking.dense_weight) * lexical + ranking.dense_weight * dense

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .fusion import Ranking, levels
+from .fusion import Ranking, dense_levels, levels
 
 __all__ = ["HybridRanking", "LevelScores", "hybrid_scores", "standardise"]
 
@@ -124,14 +124,18 @@ def hybrid_scores(
     `lexical` and `static` hold the whole need first, then its parts (long needs only);
     `precise` is the transformer's view of the whole need, None on the long path.
     """
-    weight = ranking.prior_weight
+    prior_weight = ranking.prior_weight
     words = [
-        standardise(levels(tool, server, _LEXICAL_LEVELS), live, ranking.lexical_prior, weight)
+        standardise(
+            levels(tool, server, _LEXICAL_LEVELS), live, ranking.lexical_prior, prior_weight
+        )
         for tool, server in lexical
     ]
     tokens = (
         [
-            standardise(_dense_levels(tool, server), live, ranking.static_prior, weight)
+            standardise(
+                dense_levels(tool, server, _DENSE_LEVELS), live, ranking.static_prior, prior_weight
+            )
             for tool, server in static
         ]
         if static is not None
@@ -139,7 +143,9 @@ def hybrid_scores(
     )
     if precise is not None:
         signals = [(ranking.lexical_weight, words[0])]
-        transformer = standardise(_dense_levels(*precise), live, ranking.precise_prior, weight)
+        transformer = standardise(
+            dense_levels(*precise, _DENSE_LEVELS), live, ranking.precise_prior, prior_weight
+        )
         signals.append((ranking.precise_weight, transformer))
         if tokens is not None:
             signals.append((ranking.static_weight, tokens[0]))
@@ -158,10 +164,6 @@ def hybrid_scores(
             best_part = np.max([matched(i) for i in range(1, len(words))], axis=0)
             fused = (1.0 - ranking.parts_weight) * fused + ranking.parts_weight * best_part
     return _publish(np.asarray(fused, dtype=np.float64), ranking.calibration, live)
-
-
-def _dense_levels(tool: _FloatArray, server: _FloatArray) -> _FloatArray:
-    return levels(np.clip(tool, 0.0, 1.0), np.clip(server, 0.0, 1.0), _DENSE_LEVELS)
 
 
 def _publish(fused: _FloatArray, calibration: float, live: _BoolArray) -> _FloatArray:

@@ -261,12 +261,13 @@ class ToolIndex:
         embed (none for an embedder the index lacks)."""
         batch = list(servers)
         texts = _texts(batch)
-        needed: list[list[str]] = []
-        for embedder, store in self._stores():
-            kept = self._stored_vectors(batch, embedder, store) if embedder is not None else {}
-            missing = [] if embedder is None else [t for t in texts if t not in kept]
-            needed.append(list(dict.fromkeys(missing)))
-        return needed[0], needed[1]
+        fast, precise = (
+            _missing(texts, self._stored_vectors(batch, embedder, store))
+            if embedder is not None
+            else []
+            for embedder, store in self._stores()
+        )
+        return fast, precise
 
     def embed_texts(self, fast: Sequence[str], precise: Sequence[str]) -> Embedded:
         """Vectors for :meth:`upsert_servers`. It touches only the embedders, never the index,
@@ -337,7 +338,7 @@ class ToolIndex:
         tools = [(s, t) for s in servers for t in s.tools]
         texts = _texts(servers)
         kept = kept or {}
-        new = list(dict.fromkeys(text for text in texts if text not in kept))
+        new = _missing(texts, kept)
         fresh = dict(zip(new, embedder.embed(new), strict=True)) if new else {}
         vectors = np.array([kept[t] if t in kept else fresh[t] for t in texts], dtype=np.float32)
         into.store(
@@ -602,6 +603,11 @@ def _ambiguous(scores: _FloatArray, margin: float) -> bool:
 def _texts(servers: Sequence[CatalogServer]) -> list[str]:
     """What the embedders read of `servers`: each server's text, then each tool's, in order."""
     return [server_text(s) for s in servers] + [tool_text(t) for s in servers for t in s.tools]
+
+
+def _missing(texts: Sequence[str], kept: Mapping[str, object]) -> list[str]:
+    """The distinct texts without a vector in `kept`, in order: what is left to embed."""
+    return list(dict.fromkeys(text for text in texts if text not in kept))
 
 
 def _fits(embedder: Embedder, text: str, limit: int) -> bool:
