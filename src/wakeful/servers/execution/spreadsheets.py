@@ -55,6 +55,15 @@ MAX_READ_CELLS = 2_000
 MAX_WRITE_CELLS = 10_000
 MAX_CELL_TEXT = 32_767  # Excel's limit on the text in one cell
 TEXT_LIMIT = 9_000
+# The `sheet` parameter of the tools that change a workbook (Excel caps a sheet's name at 31).
+_SheetName = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=31,
+        description="The worksheet's name; the first sheet when omitted, e.g. 'Sheet1'.",
+    ),
+]
 _CELL = r"([A-Za-z]{1,3})([1-9][0-9]{0,6})"
 _RANGE = re.compile(rf"^{_CELL}(?::{_CELL})?$")
 _ONE_CELL = re.compile(rf"^{_CELL}$")
@@ -320,14 +329,7 @@ async def spreadsheet_write(
             "e.g. {'B2': 42, 'C3': 'text'}.",
         ),
     ],
-    sheet: Annotated[
-        str | None,
-        Field(
-            min_length=1,
-            max_length=31,
-            description="The worksheet's name; the first sheet when omitted, e.g. 'Sheet1'.",
-        ),
-    ] = None,
+    sheet: _SheetName = None,
     create: Annotated[
         bool,
         Field(
@@ -431,14 +433,7 @@ async def spreadsheet_formula(
             "between arguments, e.g. '=SUM(B2:B10)'.",
         ),
     ],
-    sheet: Annotated[
-        str | None,
-        Field(
-            min_length=1,
-            max_length=31,
-            description="The worksheet's name; the first sheet when omitted, e.g. 'Sheet1'.",
-        ),
-    ] = None,
+    sheet: _SheetName = None,
 ) -> ToolResult:
     """Put a formula into one cell of an existing .xlsx workbook and save it.
 
