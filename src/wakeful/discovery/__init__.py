@@ -10,11 +10,11 @@ of a weak guess.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Light modules, bound now (`tokenize` is also a submodule's name: binding the function here
 # keeps `from wakeful.discovery import tokenize` the function whatever is imported later).
+from ..lazy_exports import lazy_exports
 from .catalog import Catalog, CatalogServer, CatalogTool, Query, load_queries
 from .tokenize import tokenize
 
@@ -42,12 +42,7 @@ _HOMES = {
     "StaticEmbedder": ".static_embeddings",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home, __name__), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = [

@@ -6,9 +6,9 @@ The real providers (`OpenAIChatModel`, `AnthropicModel`) are imported on first u
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy_exports import lazy_exports
 from .base import (
     Model,
     ModelRequest,
@@ -27,14 +27,7 @@ if TYPE_CHECKING:
     from .anthropic import AnthropicModel
     from .openai import OpenAIChatModel
 
-_PROVIDER_MODULES = {"AnthropicModel": ".anthropic", "OpenAIChatModel": ".openai"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _PROVIDER_MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__ = lazy_exports(__name__, {"AnthropicModel": ".anthropic", "OpenAIChatModel": ".openai"})
 
 
 __all__ = [
