@@ -80,8 +80,8 @@ def _value_parts(node: Node) -> list[tuple[str, bool]] | None:
         text = _text(node)
         home, rest = _split_tilde(text)
         if home:
-            return [(home, False), (_unescape_unquoted(rest), True)]
-        return [(_unescape_unquoted(text), True)]
+            return [(home, False), (_unescape(rest), True)]
+        return [(_unescape(text), True)]
     if kind in ("number", "file_descriptor"):
         return [(_text(node), True)]
     if kind == "raw_string":
@@ -112,7 +112,7 @@ def _string_parts(node: Node) -> list[tuple[str, bool]] | None:
         if child.type == '"':
             continue
         if child.type == "string_content":
-            parts.append((_unescape_double_quoted(_text(child)), False))
+            parts.append((_unescape(_text(child), _DOUBLE_QUOTE_ESCAPES), False))
             continue
         child_parts = _value_parts(child)
         if child_parts is None:
@@ -141,27 +141,14 @@ def _split_tilde(text: str) -> tuple[str, str]:
     return "", text
 
 
-def _unescape_unquoted(text: str) -> str:
+def _unescape(text: str, escapable: frozenset[str] | None = None) -> str:
+    """`text` without the backslashes that escape a character (unquoted: any; in double
+    quotes: one of `escapable`); a backslash-newline, a line continuation, goes entirely."""
     out: list[str] = []
     i = 0
     while i < len(text):
         char = text[i]
-        if char == "\\" and i + 1 < len(text):
-            if text[i + 1] != "\n":  # a backslash-newline is a line continuation
-                out.append(text[i + 1])
-            i += 2
-            continue
-        out.append(char)
-        i += 1
-    return "".join(out)
-
-
-def _unescape_double_quoted(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\" and i + 1 < len(text) and text[i + 1] in _DOUBLE_QUOTE_ESCAPES:
+        if char == "\\" and i + 1 < len(text) and (escapable is None or text[i + 1] in escapable):
             if text[i + 1] != "\n":
                 out.append(text[i + 1])
             i += 2
