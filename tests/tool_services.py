@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 
+from wakeful.errors import ToolError
 from wakeful.events import Event
 from wakeful.services import Services
+from wakeful.tools.spec import Tool, ToolContext, ToolResult
 from wakeful.tools.tasks import TaskManager
 
 
@@ -49,3 +53,15 @@ async def tool_services(workdir: Path | None = None) -> AsyncIterator[tuple[Serv
         services = Services(tasks=TaskManager(tg, events.emit), emit=events.emit, workdir=workdir)
         yield services, events
         services.tasks.cancel_all("the test is over")
+
+
+async def call(services: Services, tool: Tool, **arguments: Any) -> ToolResult:
+    """Run `tool` as the runtime would, in session "main"."""
+    return await tool.run(arguments, ToolContext("main", "call_1", tool.name, services))
+
+
+async def refused(services: Services, tool: Tool, **arguments: Any) -> str:
+    """The message of the ToolError that `tool` raises for `arguments` (fails if it runs)."""
+    with pytest.raises(ToolError) as caught:
+        await call(services, tool, **arguments)
+    return str(caught.value)

@@ -9,9 +9,10 @@ from typing import Any
 
 import icalendar
 import pytest
-from world_servers import Answer, RecordingHTTP, Seen, call, closed_port, serve_http, world_services
+from world_servers import Answer, RecordingHTTP, Seen, closed_port, serve_http, world_services
 
-from wakeful.errors import ToolError
+from tool_services import call
+from tool_services import refused as refused_by
 from wakeful.servers.execution.calendar_events import (
     CALENDAR_WRITE_TOOLS,
     CalendarWriteSettings,
@@ -55,9 +56,7 @@ def events(path: Path) -> list[icalendar.Event]:
 
 
 async def refused(services: Services, **arguments: Any) -> str:
-    with pytest.raises(ToolError) as caught:
-        await call(services, create_calendar_event, **arguments)
-    return str(caught.value)
+    return await refused_by(services, create_calendar_event, **arguments)
 
 
 def test_the_tool_meets_the_description_standard() -> None:

@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
-from world_servers import call, closed_port, smtp_server, world_services
+from world_servers import closed_port, smtp_server, world_services
 
-from wakeful.errors import ToolError
+from tool_services import call
+from tool_services import refused as refused_by
 from wakeful.servers.execution.email import EMAIL_TOOLS, EmailSettings, send_email
 from wakeful.services import Services
 from wakeful.tools.lint import lint_tool
@@ -47,9 +48,7 @@ async def precheck(services: Services, **arguments: Any) -> str:
 
 
 async def refused(services: Services, **arguments: Any) -> str:
-    with pytest.raises(ToolError) as caught:
-        await call(services, send_email, **arguments)
-    return str(caught.value)
+    return await refused_by(services, send_email, **arguments)
 
 
 MESSAGE: dict[str, Any] = {

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from wakeful.errors import ToolError
+from tool_services import call, refused
 from wakeful.servers.execution.files import FILE_EDIT_TOOLS, MAX_FILE_BYTES, edit_file, write_file
 from wakeful.services import Services
 from wakeful.tools.lint import lint_tool
-from wakeful.tools.spec import Tool, ToolContext, ToolResult
 
 
 @pytest.fixture
@@ -27,16 +26,6 @@ def root(tmp_path: Path) -> Path:
     (root / "escape.txt").symlink_to(outside / "secret.txt")
     (root / "escape_dir").symlink_to(outside)
     return root
-
-
-async def call(services: Services, t: Tool, **arguments: Any) -> ToolResult:
-    return await t.run(arguments, ToolContext("s", "c1", t.name, services))
-
-
-async def refused(services: Services, t: Tool, **arguments: Any) -> str:
-    with pytest.raises(ToolError) as caught:
-        await call(services, t, **arguments)
-    return str(caught.value)
 
 
 def test_every_tool_meets_the_description_standard() -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from world_servers import Answer, RecordingHTTP, Seen, call, closed_port, serve_http, world_services
+from world_servers import Answer, RecordingHTTP, Seen, closed_port, serve_http, world_services
 
-from wakeful.errors import ToolError
+from tool_services import call
+from tool_services import refused as refused_by
 from wakeful.servers.execution.github import (
     GITHUB_TOOLS,
     GitHubSettings,
@@ -90,9 +91,7 @@ PR: dict[str, Any] = {
 
 
 async def refused(services: Services, **arguments: Any) -> str:
-    with pytest.raises(ToolError) as caught:
-        await call(services, github_create_pull_request, **arguments)
-    return str(caught.value)
+    return await refused_by(services, github_create_pull_request, **arguments)
 
 
 def test_the_tool_meets_the_description_standard() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from openpyxl import Workbook, load_workbook
 
+from tool_services import call, refused
 from wakeful.errors import ToolError
 from wakeful.servers.execution.spreadsheets import (
     SPREADSHEET_TOOLS,
@@ -21,7 +22,6 @@ from wakeful.servers.execution.spreadsheets import (
 )
 from wakeful.services import Services
 from wakeful.tools.lint import lint_tool
-from wakeful.tools.spec import Tool, ToolContext, ToolResult
 
 
 @pytest.fixture
@@ -41,16 +41,6 @@ def root(tmp_path: Path) -> Path:
     (root / "notes.csv").write_text("a,b\n")
     (root / "fake.xlsx").write_text("not a zip\n")
     return root
-
-
-async def call(services: Services, t: Tool, **arguments: Any) -> ToolResult:
-    return await t.run(arguments, ToolContext("s", "c1", t.name, services))
-
-
-async def refused(services: Services, t: Tool, **arguments: Any) -> str:
-    with pytest.raises(ToolError) as caught:
-        await call(services, t, **arguments)
-    return str(caught.value)
 
 
 def test_every_tool_meets_the_description_standard() -> None:

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
@@ -26,7 +25,6 @@ from loopback_http import serving
 from tool_services import tool_services
 from wakeful.services import Services
 from wakeful.store.sqlite import Store
-from wakeful.tools.spec import Tool, ToolContext, ToolResult
 
 
 @asynccontextmanager
@@ -40,10 +38,6 @@ async def world_services(tmp_path: Path, *settings: object) -> AsyncIterator[Ser
         for item in settings:
             services.settings[type(item)] = item
         yield services
-
-
-async def call(services: Services, tool: Tool, **arguments: Any) -> ToolResult:
-    return await tool.run(arguments, ToolContext("main", "call_1", tool.name, services))
 
 
 def closed_port() -> int:
