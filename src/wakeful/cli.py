@@ -118,7 +118,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")] = False,
 ) -> None:
     """Start the runtime with the configured agent and a console chat."""
-    from .config import build_gate, build_model, build_router, load_config
+    from .config import build_gate, build_model, build_router, load_config, protect_in_sandbox
 
     try:
         cfg = load_config(config)
@@ -151,7 +151,9 @@ def run(
             parallel_model=parallel,
             observer=ConsoleObserver(out, verbose=not quiet),
             gate=gate,
-            settings=cfg.settings(),
+            settings=protect_in_sandbox(
+                cfg.settings(), Path.cwd(), [config, cfg.mcp.lock_file, cfg.store.path]
+            ),
             workdir=Path.cwd(),
             discovery=cfg.discovery,
             skills=cfg.skills.settings(),

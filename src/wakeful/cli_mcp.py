@@ -94,9 +94,14 @@ def serve_execution(
     ] = Path("."),
     http: HttpOption = None,
     config: Annotated[
-        Path,
-        typer.Option("--config", "-c", help="wakeful.toml with [safety] and [tools.*] (optional)."),
-    ] = Path("wakeful.toml"),
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="wakeful.toml with [safety] and [tools.*] (optional). Without it, "
+            "./wakeful.toml is read only if it lies outside ROOT, where the agent cannot write.",
+        ),
+    ] = None,
     store: Annotated[
         Path | None,
         typer.Option(
@@ -111,17 +116,22 @@ def serve_execution(
     address = parse_http_address(http)
     _check_root(root)
     try:
-        from .config import build_gate, load_config
+        from .config import WakefulConfig, build_gate, load_config, protect_in_sandbox
         from .servers.execution.server import execution_server
 
-        cfg = load_config(config)
+        config_path = config if config is not None else _implicit_config(root)
+        cfg = load_config(config_path) if config_path is not None else WakefulConfig()
         commands = cfg.safety.commands
         if commands.workspace is None:
             commands = commands.model_copy(update={"workspace": root.resolve()})
         safety = cfg.safety.model_copy(update={"commands": commands})
         server = execution_server(
             root,
-            settings=[*safety.settings(), *cfg.tools.settings()],
+            settings=protect_in_sandbox(
+                [*safety.settings(), *cfg.tools.settings()],
+                root,
+                [p for p in (config_path, store) if p is not None],
+            ),
             store_path=store,
             gate=build_gate(safety, rules=cfg.agent.system_prompt),
         )
@@ -155,6 +165,26 @@ def _check_root(root: Path) -> None:
         raise fail(
             f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root."
         )
+
+
+IMPLICIT_CONFIG = Path("wakeful.toml")
+
+
+def _implicit_config(root: Path) -> Path | None:
+    """./wakeful.toml, unless it lies inside the root: the agent can write there (a new file
+    the sandbox could not keep read-only), and a configuration it wrote could turn the sandbox
+    off at the next start. Such a file is read only when named with --config."""
+    if not IMPLICIT_CONFIG.is_file():
+        return None
+    if IMPLICIT_CONFIG.resolve().is_relative_to(root.resolve()):
+        err.print(
+            f"Not reading {IMPLICIT_CONFIG.resolve()}: it lies inside the root "
+            f"{root.resolve()}, where the agent could have written it. Pass --config "
+            f"{IMPLICIT_CONFIG} to use it (it is then kept read-only for the agent).",
+            markup=False,
+        )
+        return None
+    return IMPLICIT_CONFIG
 
 
 def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:

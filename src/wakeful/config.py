@@ -240,6 +240,29 @@ def load_config(path: Path) -> WakefulConfig:
     return config
 
 
+def protect_in_sandbox(settings: list[object], workspace: Path, files: list[Path]) -> list[object]:
+    """`settings` with `files` (the configuration, lock file and store in use) read-only inside
+    the sandbox where they lie in `workspace`: the agent must not rewrite what the host reads
+    at its next start. A store is protected with its folder (SQLite makes files beside it),
+    unless that folder is the workspace itself."""
+    workspace = workspace.resolve()
+    protected: list[Path] = []
+    for file in files:
+        path = file.resolve()
+        if not path.is_relative_to(workspace):
+            continue
+        if path.suffix == ".db" and path.parent != workspace:
+            path = path.parent
+        protected.append(path)
+    out: list[object] = []
+    for item in settings:
+        if isinstance(item, SandboxSettings):
+            paths = list(dict.fromkeys([*item.read_only_paths, *protected]))
+            item = item.model_copy(update={"read_only_paths": paths})
+        out.append(item)
+    return out
+
+
 def build_model(config: ModelConfig) -> Model:
     """The provider adapter a model section describes."""
     api_key = None

@@ -199,6 +199,8 @@ class Runtime:
         )
         # Tools' long-lived state (interpreters, shell history) ends before the task group.
         self._stack.push_async_callback(close_state, self._services)
+        if "run_shell" in self.registry:
+            await self._check_sandbox()
         if self.skills_settings is not None:
             await self._add_skills_to_prompt()
         if self.discovery_settings is not None:
@@ -232,6 +234,17 @@ class Runtime:
             await self._sync_mcp_tools()
         else:
             await self._index_deferred_tools()
+
+    async def _check_sandbox(self) -> None:
+        """Fail now, not at the first command, where the sandbox asked for cannot be had, and
+        warn loudly (once) where commands would run unconfined; see `run_shell`."""
+        from .safety.sandbox import Sandbox, SandboxSettings
+
+        settings = next(
+            (s for s in self.settings if isinstance(s, SandboxSettings)), SandboxSettings()
+        )
+        workspace = self.workdir or Path.cwd()
+        await anyio.to_thread.run_sync(Sandbox, settings, workspace)  # probes bwrap once
 
     def _complete_gate(self, store: Store | None) -> CallGate | None:
         """Give the gate what only a running runtime has: a person to ask (through the outbox)

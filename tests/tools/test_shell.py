@@ -155,4 +155,4 @@ def test_run_shell_annotations_are_honest() -> None:
     assert annotations.destructive
     assert annotations.open_world
     assert not annotations.read_only
-    assert "without one it runs with the runtime's own permissions" in run_shell.spec.description
+    assert "NOT A SANDBOX" in run_shell.spec.description  # it says when it is unconfined

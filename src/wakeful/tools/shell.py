@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from pydantic import Field
@@ -21,6 +21,9 @@ from ..errors import ToolError
 from .process import DEFAULT_TIMEOUT_HINT, run_process
 from .spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .tasks import TaskHandle
+
+if TYPE_CHECKING:
+    from ..safety.sandbox import SandboxSettings
 
 INLINE_TIMEOUT_SECONDS = 120.0
 # A background run is meant to outlive a turn, but a forgotten `tail -f` should not run forever:
@@ -87,10 +90,12 @@ async def run_shell(
 
     It cannot read input (stdin is empty) or answer prompts: pass flags such as `-y`. Processes a
     command leaves running in the background (`cmd &`) are stopped when it exits; run a server in
-    the foreground with background=True instead. Where the runtime has a sandbox configured
-    (`[safety.sandbox]`, the default of `wakeful run`), the command runs in it: only the
-    workspace is writable, no network unless granted, limits on CPU, memory and processes, and
-    nothing it starts outlives it; without one it runs with the runtime's own permissions.
+    the foreground with background=True instead. The command runs in a sandbox (bubblewrap;
+    `[safety.sandbox]` sets it up): only the workspace is writable (its .git and the runtime's
+    state stay read-only, so commit outside), no network unless granted, no privileges, limits
+    on CPU, memory, processes and disk, and nothing it starts outlives it. Where bubblewrap is
+    missing, or the deployment turned the sandbox off, every result ends with a "NOT A SANDBOX"
+    note.
 
     Result, inline: "Exit code 0. Output:" and the output (stdout and stderr merged); long
     output keeps the first and last 50 lines with "[… N lines omitted …]" between. A non-zero
@@ -150,16 +155,17 @@ async def _run(
     timeout: float,  # noqa: ASYNC109 - reported in the result, not raised
     hint: str,
 ) -> ToolResult:
-    """Run the command, in the sandbox when the services were given sandbox settings."""
+    """Run the command in the sandbox: the services' settings, or the defaults when they have
+    none (secure by default: bubblewrap wherever it works). Only explicit settings with
+    `backend="none"` run it unconfined, and the result says so."""
     from ..safety.sandbox import Sandbox, SandboxSettings
 
-    settings = ctx.services.settings.get(SandboxSettings)
-    root = ctx.services.workdir
-    if not isinstance(settings, SandboxSettings) or root is None:
-        return await run_process(handle, command, cwd=workdir, timeout=timeout, timeout_hint=hint)
+    configured = ctx.services.settings.get(SandboxSettings)
+    settings = configured if isinstance(configured, SandboxSettings) else SandboxSettings()
+    root = ctx.services.workdir or Path.cwd()
     sandbox = await anyio.to_thread.run_sync(Sandbox, settings, root)  # probes bwrap once
     async with sandbox.prepare(["bash", "-c", command], cwd=workdir or root) as prepared:
-        return await run_process(
+        result = await run_process(
             handle,
             argv=prepared.argv,
             cwd=prepared.cwd,
@@ -167,6 +173,34 @@ async def _run(
             timeout=timeout,
             timeout_hint=hint,
         )
+        notes = limit_notes(prepared.limits_hit(), settings)
+    if sandbox.backend == "none":
+        notes.append(f"[Sandbox: {sandbox.describe()}]")
+    if not notes:
+        return result
+    content = "\n".join([result.content, *notes])
+    return ToolResult(content, is_error=result.is_error, structured=result.structured)
+
+
+def limit_notes(limits_hit: list[str], settings: SandboxSettings) -> list[str]:
+    """One line for each sandbox limit a command ran into, for its result."""
+    notes = []
+    if "processes" in limits_hit:
+        notes.append(
+            f"[Note: the command reached the sandbox's limit of {settings.max_processes} "
+            "processes; forks beyond it failed.]"
+        )
+    if "memory" in limits_hit:
+        notes.append(
+            f"[Note: the command reached the sandbox's memory limit of {settings.memory_mb} MB.]"
+        )
+    if "disk quota" in limits_hit:
+        notes.append(
+            f"[Note: the command was stopped: the workspace grew past its disk quota of "
+            f"{settings.disk_quota_mb} MB ([safety.sandbox] disk_quota_mb). Delete files it no "
+            "longer needs (build outputs, downloads) before running more.]"
+        )
+    return notes
 
 
 async def _working_directory(ctx: ToolContext, cwd: str | None) -> Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -16,8 +17,10 @@ from typing import Literal
 import anyio
 
 from ...errors import ToolError, UserError
-from .bwrap import SANDBOX_HOME, bwrap_argv, bwrap_works
+from ..protected import SANDBOX_SCRATCH
+from .bwrap import SANDBOX_HOME, BwrapFeatures, bwrap_argv, bwrap_features
 from .cgroups import CgroupLimits
+from .quota import QuotaWatch
 from .rlimits import MB, prlimit_argv
 from .settings import SandboxSettings
 
@@ -35,14 +38,22 @@ _warned_none = False
 class PreparedCommand:
     """A command ready for `anyio.open_process(argv, env=env, cwd=cwd)`.
 
-    `cgroups` are the command's cgroups (empty where none could be made); ask them, before the
-    `prepare` block ends, which limits the command ran into.
+    `cgroups` are the command's cgroups (empty where none could be made). Ask
+    :meth:`limits_hit`, before the `prepare` block ends, which limits the command ran into.
     """
 
     argv: list[str]
     env: dict[str, str]
     cwd: Path
     cgroups: CgroupLimits = field(default_factory=CgroupLimits)
+    quota: QuotaWatch | None = None
+
+    def limits_hit(self) -> list[str]:
+        """The limits the command ran into: "processes", "memory", "disk quota"."""
+        hit = self.cgroups.hit_limits()
+        if self.quota is not None and self.quota.exceeded:
+            hit.append("disk quota")
+        return hit
 
 
 class Sandbox:
@@ -57,7 +68,8 @@ class Sandbox:
     def __init__(self, settings: SandboxSettings, workspace: Path) -> None:
         self.settings = settings
         self.workspace = workspace.resolve()
-        self._backend = _resolve_backend(settings)
+        self._features = _resolve_backend(settings)
+        self._backend: Literal["bwrap", "none"] = "none" if self._features is None else "bwrap"
         if self._backend == "none":
             _warn_once()
 
@@ -75,9 +87,17 @@ class Sandbox:
         if self._backend == "none":
             return f"{NOT_A_SANDBOX}; {limits}"
         network = "network allowed" if s.network else "no network"
+        gaps = self._features.missing() if self._features is not None else []
+        hardening = (
+            "no capabilities, own user namespace, seccomp filter"
+            if not gaps
+            else f"no capabilities, WEAKER: {', '.join(gaps)}"
+        )
+        quota = f", {s.disk_quota_mb} MB workspace quota" if s.disk_quota_mb else ""
         return (
             f"bwrap: {network}, system read-only, only the workspace {str(self.workspace)!r} "
-            f"writable, private /tmp and HOME, own PID namespace; {limits}"
+            f"writable (its .git and wakeful state read-only), private /tmp of "
+            f"{s.tmp_size_mb} MB and HOME, own PID namespace, {hardening}; {limits}{quota}"
         )
 
     @asynccontextmanager
@@ -95,16 +115,26 @@ class Sandbox:
         real_cwd = _inside(cwd, self.workspace)
         s = self.settings
         cgroups = CgroupLimits.create(max_processes=s.max_processes, memory_bytes=s.memory_mb * MB)
+        marker = f"wakeful-sandbox-{secrets.token_hex(8)}"
+        quota = (
+            QuotaWatch(self.workspace, s.disk_quota_mb * MB, marker, cgroups)
+            if s.disk_quota_mb is not None
+            else None
+        )
         private_home: str | None = None
         try:
-            if self._backend == "bwrap":
+            if self._features is not None:
                 home = SANDBOX_HOME
+                await anyio.to_thread.run_sync(_make_scratch, self.workspace)
                 inner = bwrap_argv(
                     argv,
                     workspace=self.workspace,
                     cwd=real_cwd,
                     network=s.network,
                     read_only_paths=s.read_only_paths,
+                    features=self._features,
+                    tmp_size_mb=s.tmp_size_mb,
+                    marker=marker,
                 )
             else:
                 private_home = await anyio.to_thread.run_sync(
@@ -119,14 +149,20 @@ class Sandbox:
                 max_processes=s.max_processes,
                 file_size_mb=s.file_size_mb,
             )
-            yield PreparedCommand(
+            prepared = PreparedCommand(
                 argv=cgroups.join_argv(limited),
                 env=self._environment(env, home),
                 cwd=real_cwd,
                 cgroups=cgroups,
+                quota=quota,
             )
+            if quota is not None:
+                quota.start()
+            yield prepared
         finally:
             with anyio.CancelScope(shield=True):
+                if quota is not None:
+                    await quota.stop()
                 await cgroups.remove()
                 if private_home is not None:
                     await anyio.to_thread.run_sync(
@@ -147,11 +183,13 @@ class Sandbox:
         return env
 
 
-def _resolve_backend(settings: SandboxSettings) -> Literal["bwrap", "none"]:
+def _resolve_backend(settings: SandboxSettings) -> BwrapFeatures | None:
+    """What bubblewrap can do here, or None for the `none` backend."""
     if settings.backend == "none":
-        return "none"
-    if bwrap_works():
-        return "bwrap"
+        return None
+    features = bwrap_features()
+    if features is not None:
+        return features
     if settings.backend == "bwrap":
         raise UserError(
             "The sandbox backend is set to 'bwrap', but bubblewrap is not installed or cannot "
@@ -159,7 +197,22 @@ def _resolve_backend(settings: SandboxSettings) -> Literal["bwrap", "none"]:
             "bubblewrap package, allow user namespaces, or set backend = 'auto' or 'none' (which "
             "is not a sandbox)."
         )
-    return "none"
+    return None
+
+
+def _make_scratch(workspace: Path) -> None:
+    """The writable folders under a protected `.wakeful`: made here, since they cannot be made
+    inside (where `.wakeful` is read-only). Only under a real `.wakeful`, never through a link."""
+    state = workspace / ".wakeful"
+    if not state.is_dir() or state.is_symlink():
+        return
+    for relative in SANDBOX_SCRATCH:
+        path = workspace / relative
+        if not os.path.lexists(path):
+            try:
+                path.mkdir()
+            except OSError as exc:
+                log.info("could not make the sandbox scratch folder %s: %s", path, exc)
 
 
 def _warn_once() -> None:

@@ -43,5 +43,10 @@ class SandboxSettings(BaseModel):
     memory_mb: int = Field(default=2048, ge=16)
     max_processes: int = Field(default=256, ge=1)
     file_size_mb: int = Field(default=1024, ge=1)
+    disk_quota_mb: int | None = Field(default=10240, ge=1)
+    """How much the workspace may grow, in all, from its size when this process first ran a
+    sandboxed command in it; a command that passes it is stopped. None: no quota."""
+    tmp_size_mb: int = Field(default=1024, ge=1)
+    """The size of each command's private /tmp (a tmpfs, so it counts as memory)."""
     read_only_paths: list[Path] = Field(default_factory=list)
     env_allowlist: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))

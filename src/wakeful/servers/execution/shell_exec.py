@@ -30,6 +30,7 @@ from ...tools.process import OutputCapture, OutputFile, ProcessOutcome, run_to_e
 from ...tools.shell import (
     BACKGROUND_TIMEOUT_SECONDS,
     INLINE_TIMEOUT_SECONDS,
+    limit_notes,
     start_in_background,
 )
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
@@ -235,7 +236,7 @@ async def _run(
             timeout=timeout,
             capture=capture,
         )
-        limits_hit = prepared.cgroups.hit_limits()
+        limits_hit = prepared.limits_hit()
     duration = time.monotonic() - started
     text, saved_as = await _shown_output(capture, saved, root, sandbox)
     notes = _notes(outcome, capture, limits_hit, sandbox)
@@ -325,14 +326,7 @@ def _notes(
             "[Note: processes the command left running in the background were stopped when it "
             "exited. To keep a server running, run it in the foreground with background=True.]"
         )
-    s = sandbox.settings
-    if "processes" in limits_hit:
-        notes.append(
-            f"[Note: the command reached the sandbox's limit of {s.max_processes} processes; "
-            "forks beyond it failed.]"
-        )
-    if "memory" in limits_hit:
-        notes.append(f"[Note: the command reached the sandbox's memory limit of {s.memory_mb} MB.]")
+    notes += limit_notes(limits_hit, sandbox.settings)
     if sandbox.backend == "none":
         notes.append(f"[Sandbox: {sandbox.describe()}]")
     return notes
