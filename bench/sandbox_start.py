@@ -4,8 +4,10 @@ Usage: .venv/bin/python bench/sandbox_start.py [N] [--quick]   (N runs of each, 
 default; --quick: 40)
 
 The sandboxed run is what shell_exec pays per call beyond the command itself: the cgroup join,
-prlimit, bubblewrap's namespaces and mounts, and the cgroup cleanup afterwards. Target: under
-30 ms added at the median.
+prlimit, bubblewrap's namespaces and mounts, the seccomp filter, the workspace quota's watcher,
+and the cgroup cleanup afterwards. Target: under 30 ms added at the median. The same sandbox
+without its hardening (user namespace, seccomp filter, size-limited /tmp) is timed beside it,
+to show what the hardening costs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import anyio
 
 from report import header
 from wakeful.safety.sandbox import Sandbox, SandboxSettings
+from wakeful.safety.sandbox.bwrap import BwrapFeatures
 
 
 async def plain() -> None:
@@ -58,13 +61,19 @@ async def main(n: int) -> None:
         sandbox = Sandbox(SandboxSettings(), workspace)
         base = await timings(plain, n)
         boxed = await timings(sandboxed(sandbox, workspace), n)
+        plain_bwrap = Sandbox(SandboxSettings(), workspace)
+        plain_bwrap._features = BwrapFeatures(user_namespace=False, seccomp=False, tmp_size=False)
+        unhardened = await timings(sandboxed(plain_bwrap, workspace), n)
     header("Sandbox start-up: `true` under the sandbox vs a plain subprocess")
     print(f"N={n} runs each; sandbox backend: {sandbox.backend}")
     print(f"{'':<22}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}")
     print(row("plain subprocess", base))
     print(row(f"sandbox ({sandbox.backend})", boxed))
+    print(row("  without hardening", unhardened))
     added = statistics.median(boxed) - statistics.median(base)
+    hardening = statistics.median(boxed) - statistics.median(unhardened)
     print(f"added latency (p50): {added:.2f} ms (target < 30 ms)")
+    print(f"of which the hardening (p50): {hardening:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -84,3 +84,29 @@ def test_anthropic_models_are_built_from_config(
     )
     assert config.model is not None
     assert type(build_model(config.model)).__name__ == "AnthropicModel"
+
+
+def test_files_the_host_reads_are_read_only_in_the_sandbox_where_they_lie_in_it(
+    tmp_path: Path,
+) -> None:
+    from wakeful.config import protect_in_sandbox
+    from wakeful.safety.sandbox import SandboxSettings
+
+    outside = tmp_path / "elsewhere.toml"
+    workspace = tmp_path / "ws"
+    settings = protect_in_sandbox(
+        [SandboxSettings(read_only_paths=[Path("/opt/data")]), "other"],
+        workspace,
+        [workspace / "conf" / "wakeful.toml", workspace / "state" / "w.db", outside,
+         workspace / "agent.db"],
+    )  # fmt: skip
+
+    sandbox, other = settings
+    assert other == "other"
+    assert isinstance(sandbox, SandboxSettings)
+    assert sandbox.read_only_paths == [
+        Path("/opt/data"),
+        (workspace / "conf" / "wakeful.toml").resolve(),
+        (workspace / "state").resolve(),  # a store with its folder: SQLite writes beside it
+        (workspace / "agent.db").resolve(),  # but never the whole workspace
+    ]

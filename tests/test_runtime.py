@@ -138,3 +138,20 @@ async def test_submit_many_stores_a_burst_in_one_write_and_routes_it_in_order(
             "[Unprocessed event 3/3] mail 2",
         ]
         assert rt.store is not None and await rt.store.pending_events() == []
+
+
+async def test_a_runtime_with_shell_tools_and_no_sandbox_says_so_loudly_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    import wakeful.safety.sandbox.sandbox as sandbox_module
+    from wakeful.safety.sandbox import SandboxSettings
+
+    monkeypatch.setattr(sandbox_module, "_warned_none", False)
+    with caplog.at_level(logging.WARNING):
+        async with Runtime(
+            model=ScriptedModel([]), workdir=tmp_path, settings=[SandboxSettings(backend="none")]
+        ):
+            pass
+    assert any("NOT A SANDBOX" in r.getMessage() for r in caplog.records)
