@@ -145,6 +145,8 @@ async def test_a_file_with_lf_endings_keeps_them(services: Services, tmp_path: P
         ({"calendar": "notes.txt"}, "neither an .ics file"),
         ({"calendar": "../escape.ics"}, "outside the root"),
         ({"calendar": "missing/dir.ics"}, "There is no file"),
+        ({"calendar": ".git/hooks/team.ics"}, "'.git' is protected"),
+        ({"calendar": ".wakeful/team.ics"}, "'.wakeful' is protected"),
         ({"idempotency_key": None}, "needs an idempotency_key"),
         ({"uid": "a b", "idempotency_key": None}, "cannot be used"),
         ({"summary": ""}, "`summary`"),

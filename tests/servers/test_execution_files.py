@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tool_services import call, refused
+from wakeful.safety import beneath
 from wakeful.servers.execution.files import FILE_EDIT_TOOLS, MAX_FILE_BYTES, edit_file, write_file
 from wakeful.services import Services
 from wakeful.tools.lint import lint_tool
@@ -308,3 +309,103 @@ async def test_an_edit_deep_in_a_file_numbers_its_hunk_by_file_lines(
     (root / "long.txt").write_text("".join(f"{i}\n" for i in range(1, 1001)))
     result = await call(services, edit_file, path="long.txt", old="\n900\n", new="\nnine\n")
     assert "@@ -897,7 +897,7 @@\n 897\n 898\n 899\n-900\n+nine\n 901\n" in result.structured["diff"]
+
+
+# --- protected paths -----------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Resolution as the kernel allows (openat2), and with the fallback walk forced."""
+    if request.param == "openat2" and not beneath.openat2_available():
+        pytest.skip("this kernel has no openat2")
+    monkeypatch.setattr(beneath, "use_openat2", request.param == "openat2")
+    return str(request.param)
+
+
+@pytest.fixture
+def project(root: Path) -> Path:
+    """A root with what the host trusts in it: a .git folder, the runtime's state and config."""
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".wakeful").mkdir()
+    (root / "wakeful.toml").write_text("[sandbox]\n")
+    (root / "a").mkdir()
+    (root / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (root / "git_link").symlink_to(".git")
+    (root / "config_link.toml").symlink_to(root / "wakeful.toml")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under the root with its bytes (None for directories and links)."""
+    found: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        found[relative] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return found
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("path", "shown", "protected"),
+    [
+        (".git/config", ".git/config", ".git"),
+        (".git/./hooks/pre-commit", ".git/hooks/pre-commit", ".git"),
+        ("a/../.git/config", ".git/config", ".git"),
+        (".GIT/config", ".GIT/config", ".git"),
+        ("git_link/hooks/post-checkout", ".git/hooks/post-checkout", ".git"),
+        ("vendor/lib/.git/config", "vendor/lib/.git/config", ".git"),
+        ("sub/.git/hooks/pre-commit", "sub/.git/hooks/pre-commit", ".git"),
+        (".wakeful/store.db", ".wakeful/store.db", ".wakeful"),
+        ("wakeful.toml", "wakeful.toml", "wakeful.toml"),
+        ("WAKEFUL.TOML", "WAKEFUL.TOML", "wakeful.toml"),
+        ("config_link.toml", "wakeful.toml", "wakeful.toml"),
+        ("wakeful.lock.json", "wakeful.lock.json", "wakeful.lock.json"),
+    ],
+)
+async def test_write_refuses_protected_paths_however_spelt(
+    services: Services, project: Path, mode: str, path: str, shown: str, protected: str
+) -> None:
+    before = snapshot(project)
+    message = await refused(
+        services,
+        write_file,
+        path=path,
+        content="[alias]\n x = !touch /tmp/pwned\n",
+        create_dirs=True,
+    )
+    assert message.startswith(f"{shown!r} cannot be written by the agent: {protected!r} is")
+    assert "Ask the user to make this change themselves." in message
+    assert snapshot(project) == before  # nothing written, no directory created
+
+
+@pytest.mark.anyio
+async def test_edit_refuses_protected_paths_and_reads_still_work(
+    services: Services, project: Path, mode: str
+) -> None:
+    message = await refused(services, edit_file, path="git_link/config", old="[core]", new="[x]")
+    assert message.startswith("'.git/config' cannot be written by the agent")
+    assert (project / ".git" / "config").read_text() == "[core]\n"
+    message = await refused(services, edit_file, path="wakeful.toml", old="[sandbox]", new="")
+    assert "'wakeful.toml' is protected" in message
+    # The same names lower down, or as a part of a longer name, are ordinary files.
+    await call(services, write_file, path="docs/wakeful.toml", content="x\n", create_dirs=True)
+    await call(services, write_file, path=".github/ci.yml", content="x\n", create_dirs=True)
+    await call(services, write_file, path="a/.gitignore", content="x\n")
+    assert (project / "docs" / "wakeful.toml").read_text() == "x\n"
+
+
+@pytest.mark.anyio
+async def test_writes_through_symlinks_and_dots_stay_confined_with_either_resolver(
+    services: Services, root: Path, mode: str
+) -> None:
+    (root / "releases" / "v2").mkdir(parents=True)
+    (root / "current").symlink_to("releases/v2")
+    result = await call(services, write_file, path="current/app.txt", content="v2\n")
+    assert result.structured["path"] == "releases/v2/app.txt"
+    assert (root / "releases" / "v2" / "app.txt").read_text() == "v2\n"
+    for path in ("escape_dir/new.txt", "escape.txt", "current/../../../outside/new.txt"):
+        message = await refused(services, write_file, path=path, content="x")
+        assert "symlink" in message or "outside the root" in message
+    assert sorted(p.name for p in (root.parent / "outside").iterdir()) == ["secret.txt"]

@@ -240,3 +240,26 @@ async def test_formula_refuses_bad_input(
     full = {"path": "book.xlsx", "cell": "C2", "formula": "=A1", **arguments}
     assert expected in await refused(services, spreadsheet_formula, **full)
     assert (root / "book.xlsx").read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_workbooks_in_protected_places_are_not_written(
+    services: Services, root: Path
+) -> None:
+    (root / ".git").mkdir()
+    (root / "book.xlsx").rename(root / ".git" / "book.xlsx")
+    (root / "linked.xlsx").symlink_to(".git/book.xlsx")
+    before = (root / ".git" / "book.xlsx").read_bytes()
+    cells = {"A1": "x"}
+    for path in (".git/new.xlsx", "sub/.git/new.xlsx", "linked.xlsx", ".wakeful/book.xlsx"):
+        message = await refused(services, spreadsheet_write, path=path, cells=cells, create=True)
+        assert "cannot be written by the agent" in message and "is protected" in message
+    message = await refused(
+        services, spreadsheet_formula, path="linked.xlsx", cell="A1", formula="=1+1"
+    )
+    assert message.startswith("'.git/book.xlsx' cannot be written by the agent")
+    assert (root / ".git" / "book.xlsx").read_bytes() == before
+    assert not (root / "sub").exists() and not (root / ".wakeful").exists()
+    # Reading is still allowed.
+    result = await call(services, spreadsheet_read, path="linked.xlsx", range="A1:A1")
+    assert result.structured["rows"] == [["Name"]]

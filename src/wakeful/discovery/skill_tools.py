@@ -19,7 +19,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ToolError
-from ..safety.paths import confine, display_path
+from ..safety.beneath import Opened, Root
 from ..services import Services, settings_of, state_of
 from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .skills import (
@@ -182,26 +182,38 @@ def _unknown_skill(name: str, skill_set: SkillSet) -> str:
 
 def _load(skill: Skill, path: str | None, offset: int, limit: int) -> ToolResult:
     folder = _existing_folder(skill)
-    if path is None:
-        target = folder / SKILL_FILE
-        if not target.is_file():
-            raise ToolError(
-                f"The skill {skill.name!r} no longer has a {SKILL_FILE} in {str(folder)!r}; "
-                "it was removed after the session started. Do the task without the skill."
-            )
-        shown = f"{SKILL_FILE} instructions"
-    else:
-        try:
-            target = confine(folder, path)
-        except FileNotFoundError as exc:  # the folder went away between the two checks
-            raise _gone(skill) from exc
-        shown = display_path(target, folder)
-        if target.is_dir():
-            raise ToolError(
-                f"{path!r} is a folder of the skill {skill.name!r}; load_skill reads files. "
-                f"Files in it: {_file_list(target, folder)}. Pass one of them as path."
-            )
-    text = _read_text(skill, target, shown)
+    try:
+        root = Root(folder)
+    except (FileNotFoundError, NotADirectoryError) as exc:  # gone since the check above
+        raise _gone(skill) from exc
+    # The file is opened beneath the skill's folder by descriptor and read from that descriptor,
+    # so a symlink swapped in after a check cannot lead the read out of the folder.
+    with root:
+        if path is None:
+            try:
+                found = root.open(SKILL_FILE)
+            except ToolError as exc:
+                raise ToolError(
+                    f"The skill {skill.name!r} no longer has a {SKILL_FILE} in {str(folder)!r}; "
+                    "it was removed after the session started. Do the task without the skill."
+                ) from exc
+            shown = f"{SKILL_FILE} instructions"
+        else:
+            found = root.open(path)
+            shown = found.shown
+        with found:
+            target = folder / found.relative
+            if stat.S_ISDIR(os.fstat(found.fd).st_mode):
+                if path is None:
+                    raise ToolError(
+                        f"The skill {skill.name!r} has a folder named {SKILL_FILE} in "
+                        f"{str(folder)!r}, not instructions. Do the task without the skill."
+                    )
+                raise ToolError(
+                    f"{path!r} is a folder of the skill {skill.name!r}; load_skill reads files. "
+                    f"Files in it: {_file_list(target, folder)}. Pass one of them as path."
+                )
+            text = _read_text(skill, found, target, shown)
     body_line = 1
     if path is None:
         parts = split_front_matter(text)
@@ -270,9 +282,9 @@ def _gone(skill: Skill) -> ToolError:
     )
 
 
-def _read_text(skill: Skill, target: Path, shown: str) -> str:
+def _read_text(skill: Skill, found: Opened, target: Path, shown: str) -> str:
     try:
-        info = target.stat()
+        info = os.fstat(found.fd)
         if not stat.S_ISREG(info.st_mode):
             raise ToolError(
                 f"{shown!r} of the skill {skill.name!r} is not a regular file; load_skill reads "
@@ -284,7 +296,7 @@ def _read_text(skill: Skill, target: Path, shown: str) -> str:
                 f"{MAX_READ_BYTES:,} load_skill reads. Use it from {target} with a tool made for "
                 "that kind of file."
             )
-        data = target.read_bytes()
+        data = found.read_bytes()
     except FileNotFoundError as exc:
         raise ToolError(
             f"{shown!r} of the skill {skill.name!r} was removed while it was being read. Check "

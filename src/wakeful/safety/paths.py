@@ -6,8 +6,10 @@ fail the same way. Before that it refuses what no honest path contains: NUL byte
 percent-encoded traversal (`%2e%2e%2f`) that a caller might decode later. A literal `%` in a name
 is fine; only encodings that decode to `..`, a separator or NUL are refused.
 
-What it does not do: guard against a file being swapped for a symlink between the check and the
-open (a race on a directory someone else writes to). The roots we serve belong to the user.
+What it does not do: guard against a directory on the way being swapped for a symlink between the
+check and a later open by name. So the file tools do not open what `confine` returns: they open
+beneath a root descriptor (:mod:`.beneath`), which checks and opens in one step. `confine` is for
+a path handed on to another program as a path (a working directory for a sandboxed command).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def confine(root: Path, user_path: str) -> Path:
     An empty path or "." is the root itself.
     """
     real_root = root.resolve(strict=True)
-    _refuse_encoded_tricks(user_path, real_root)
+    refuse_encoded_tricks(user_path, real_root)
     candidate = Path(user_path) if user_path else Path(".")
     joined = candidate if candidate.is_absolute() else real_root / candidate
     # Check before resolving too, so a missing file behind `..` is reported as an escape, not
@@ -84,7 +86,8 @@ def _is_inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def _refuse_encoded_tricks(user_path: str, root: Path) -> None:
+def refuse_encoded_tricks(user_path: str, root: Path) -> None:
+    """ToolError for a NUL byte, or percent-encoding that decodes to '..', a separator or NUL."""
     if "\x00" in user_path:
         raise ToolError(
             f"The path {user_path!r} contains a NUL byte, which no file name can hold. Give the "

@@ -37,7 +37,7 @@ from ..messages import ToolCall
 from ..services import settings_of
 from ..tools.process import run_process
 from ..tools.spec import ToolContext, ToolResult
-from .paths import confine
+from .beneath import Root
 from .sandbox import Sandbox, SandboxSettings
 
 _FINDING_CHARS = 1_500
@@ -102,7 +102,9 @@ async def _reread(arguments: Mapping[str, Any], ctx: ToolContext) -> dict[str, A
         return {"check": "re-read", "ok": False, "detail": "the call has no path to re-read"}
 
     def read() -> bytes:
-        return confine(root, path).read_bytes()
+        # By descriptor beneath the root, as the file tools write (see .beneath).
+        with Root(root) as opened, opened.open(path) as found:
+            return found.read_bytes()
 
     try:
         data = await anyio.to_thread.run_sync(read)

@@ -15,12 +15,11 @@ import datetime as dt
 import hashlib
 import os
 import re
-import tempfile
+import stat
 import threading
 import zoneinfo
 from dataclasses import dataclass
 from email.utils import parseaddr
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -30,11 +29,12 @@ import icalendar
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ToolError
+from ...safety.beneath import Placement
 from ...safety.idempotency import IdempotencyLedger
-from ...safety.paths import confine, display_path
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
-from ..perception.workspace import workspace_root
+from ..perception.workspace import open_workspace
+from .file_targets import open_existing, refuse_protected, write_atomically
 
 CALDAV = "caldav"
 MAX_ICS_BYTES = 20 * 1024 * 1024
@@ -392,38 +392,26 @@ async def _add_to_ics(
             f"calendar={calendar!r} is neither an .ics file nor 'caldav'. Name a file ending in "
             "'.ics' under the workspace root, e.g. 'calendars/team.ics', or pass 'caldav'."
         )
-    root = workspace_root(ctx)
-    return await anyio.to_thread.run_sync(_write_ics, root, calendar, event, when, summary)
+
+    def write() -> ToolResult:
+        with open_workspace(ctx) as root, root.place(calendar) as place:
+            refuse_protected(place)
+            if place.missing:
+                raise ToolError(
+                    f"There is no file or directory {place.relative.parent.as_posix()!r} under "
+                    f"the root {str(root.path)!r}, and create_calendar_event does not create "
+                    "directories. Name an .ics file in an existing directory, e.g. 'team.ics'."
+                )
+            return _write_ics(place, event, when, summary)
+
+    return await anyio.to_thread.run_sync(write)
 
 
-def _ics_target(root: Path, calendar: str) -> tuple[Path, Path]:
-    """The resolved root and the file's path inside it; the file itself may not exist yet."""
-    real_root = root.resolve(strict=True)
-    relative = Path(calendar)
-    parent = confine(root, str(relative.parent))
-    target = parent / relative.name
-    if target.is_symlink() or target.exists():
-        target = confine(root, calendar)
-    if target.exists() and not target.is_file():
-        raise ToolError(
-            f"{calendar!r} is not a regular file. Name an .ics file, e.g. 'calendars/team.ics'."
-        )
-    return real_root, target
-
-
-def _write_ics(
-    root: Path, calendar: str, event: icalendar.Event, when: _When, summary: str
-) -> ToolResult:
-    real_root, target = _ics_target(root, calendar)
-    shown = display_path(target, real_root)
+def _write_ics(place: Placement, event: icalendar.Event, when: _When, summary: str) -> ToolResult:
+    shown = place.shown
     uid = str(event["UID"])
     with _ICS_LOCK:
-        existing = target.read_bytes() if target.exists() else None
-        if existing is not None and len(existing) > MAX_ICS_BYTES:
-            raise ToolError(
-                f"{shown} has {len(existing):,} bytes, over the {MAX_ICS_BYTES:,}-byte limit "
-                "for a calendar file this tool rewrites. Use another (new) .ics file."
-            )
+        existing = _existing_ics(place)
         if existing is None or not existing.strip():
             data = _new_calendar(event)
         else:
@@ -432,9 +420,29 @@ def _write_ics(
             if found is not None:
                 return _already_there(found, shown, uid, when)
             data = _inserted(existing, parsed, event, shown)
-        _replace(target, data)
+        write_atomically(place, data)
     text = f"Added {_describe(summary, when)} to {shown} with UID {uid}."
     return ToolResult(text, structured=_structured(uid, shown, when, created=True))
+
+
+def _existing_ics(place: Placement) -> bytes | None:
+    """The calendar file's bytes, read in its directory's descriptor; None if it is new."""
+    file = open_existing(place)
+    if file is None:
+        return None
+    with file:
+        info = os.fstat(file.fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(
+                f"{place.shown!r} is not a regular file. Name an .ics file, e.g. "
+                "'calendars/team.ics'."
+            )
+        if info.st_size > MAX_ICS_BYTES:
+            raise ToolError(
+                f"{place.shown} has {info.st_size:,} bytes, over the {MAX_ICS_BYTES:,}-byte "
+                "limit for a calendar file this tool rewrites. Use another (new) .ics file."
+            )
+        return file.read_bytes()
 
 
 def _parse_ics(data: bytes, shown: str) -> icalendar.Calendar:
@@ -511,22 +519,6 @@ def _tzids(event: icalendar.Event) -> set[str]:
         if tzid:
             found.add(str(tzid))
     return found
-
-
-def _replace(target: Path, data: bytes) -> None:
-    """Write `data` to a temporary file next to `target`, then rename it over `target`."""
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".ics.tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        if target.exists():
-            os.chmod(temporary, target.stat().st_mode & 0o7777)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # --- CalDAV --------------------------------------------------------------------------------------

@@ -18,11 +18,12 @@ import os
 import re
 import smtplib
 import ssl
+import stat
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import formataddr, formatdate, make_msgid, parseaddr
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -30,10 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ToolError
 from ...safety.confirmations import Confirmations, precheck_result
-from ...safety.paths import display_path
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
-from ..perception.workspace import confined
+from ..perception.workspace import open_workspace
 
 MAX_RECIPIENTS = 100
 MAX_BODY_CHARS = 1_000_000
@@ -82,7 +82,8 @@ class EmailSettings(BaseModel):
 @dataclass(frozen=True, slots=True)
 class _Attachment:
     shown_path: str
-    path: Path
+    data: bytes
+    """The bytes read (once, beneath the root) and hashed; what is sent is what was hashed."""
     size: int
     sha256: str
     mime_type: str
@@ -236,11 +237,9 @@ async def send_email(
 
     await confirmations.redeem(confirmation_token, ctx.tool_name, arguments)
     password = _password(settings)
-    try:
-        message = await anyio.to_thread.run_sync(_message, draft, settings)
-    except ToolError as exc:  # an attachment changed after the precheck; nothing was sent
-        await confirmations.mark_failed(confirmation_token, str(exc))
-        raise
+    # The attachments go as the bytes _draft read and hashed (and compared with the confirmed
+    # hashes above), so a file changed since cannot slip into the message.
+    message = await anyio.to_thread.run_sync(_message, draft, settings)
     try:
         refused = await anyio.to_thread.run_sync(_deliver, message, draft, settings, password)
     except smtplib.SMTPRecipientsRefused as exc:
@@ -349,25 +348,25 @@ def _checked_address(text: str, field: str) -> str:
 
 
 async def _attachment(ctx: ToolContext, settings: EmailSettings, path: str) -> _Attachment:
-    root, target = await confined(ctx, path)
-    shown = display_path(target, root)
-
     def inspect() -> _Attachment:
-        if not target.is_file():
-            raise ToolError(
-                f"The attachment {shown!r} is not a regular file. Attach files, not directories; "
-                "zip a directory first if you need to send it."
-            )
-        size = target.stat().st_size
-        if size > settings.max_attachment_bytes:
-            raise ToolError(
-                f"The attachment {shown!r} has {size:,} bytes, over the limit of "
-                f"{settings.max_attachment_bytes:,} bytes per file. Attach a smaller file, or "
-                "share a link to it instead."
-            )
-        digest = hashlib.sha256(target.read_bytes()).hexdigest()
-        mime_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        return _Attachment(shown, target, size, digest, mime_type)
+        with open_workspace(ctx) as root, root.open(path) as found:
+            shown = found.shown
+            info = os.fstat(found.fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(
+                    f"The attachment {shown!r} is not a regular file. Attach files, not "
+                    "directories; zip a directory first if you need to send it."
+                )
+            if info.st_size > settings.max_attachment_bytes:
+                raise ToolError(
+                    f"The attachment {shown!r} has {info.st_size:,} bytes, over the limit of "
+                    f"{settings.max_attachment_bytes:,} bytes per file. Attach a smaller file, "
+                    "or share a link to it instead."
+                )
+            data = found.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        mime_type = mimetypes.guess_type(found.relative.name)[0] or "application/octet-stream"
+        return _Attachment(shown, data, len(data), digest, mime_type)
 
     return await anyio.to_thread.run_sync(inspect)
 
@@ -411,14 +410,9 @@ def _message(draft: _Draft, settings: EmailSettings) -> EmailMessage:
     if draft.html is not None:
         message.add_alternative(draft.html.encode(), "text", "html", params={"charset": "utf-8"})
     for a in draft.attachments:
-        data = a.path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != a.sha256:
-            raise ToolError(
-                f"The attachment {a.shown_path!r} changed while the message was being sent. "
-                "Nothing was sent; run the precheck again to preview the new file."
-            )
         maintype, subtype = a.mime_type.split("/", 1)
-        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=a.path.name)
+        name = PurePosixPath(a.shown_path).name
+        message.add_attachment(a.data, maintype=maintype, subtype=subtype, filename=name)
     return message
 
 

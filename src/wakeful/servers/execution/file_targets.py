@@ -1,144 +1,139 @@
-"""Where a write lands and how: a confined target under the root, and an atomic replace.
+"""Where a write lands and how: a place beneath the root, and an atomic replace inside it.
 
-A write goes to a temporary file in the same directory, then `os.replace`, keeping the file's
-mode; with `replace=False` a hard link puts it in place, so a file that appeared at the last
-moment is never overwritten.
+The file's directory is resolved beneath the root and held open (see
+:meth:`wakeful.safety.beneath.Root.place`); everything after that happens by name *in that
+directory's descriptor*: the current bytes are read with O_NOFOLLOW, a temporary file is created
+there with O_CREAT | O_EXCL | O_NOFOLLOW, and renamed over the name (`renameat`), keeping the
+file's mode. With `replace=False` a hard link (`linkat`) puts it in place instead, so a file that
+appeared at the last moment is never overwritten. Missing directories are made one at a time
+with `mkdirat` and reopened with O_NOFOLLOW. No step looks the path up from the root again, so a
+directory swapped for a symlink meanwhile cannot send the write out of the root.
+
+Paths the host later runs or trusts (:mod:`wakeful.safety.protected`) are refused here, on the
+path relative to the root after resolution, before anything is created.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import stat
-from pathlib import Path, PurePath
-
-import anyio
 
 from ...errors import ToolError
-from ...safety.paths import confine, display_path
-from ...tools.spec import ToolContext
-from ..perception.workspace import workspace_root
+from ...safety.beneath import READ, Opened, Placement, Root
+from ...safety.protected import protected_reason, refusal
 
 _LISTED_MATCHES = 20
 MAX_FILE_BYTES = 10 * 1024 * 1024
 """The largest file write_file writes or edit_file edits."""
 
 
-async def writable_target(
-    ctx: ToolContext, user_path: str, create_dirs: bool, *, create_option: str = "create_dirs"
-) -> tuple[Path, Path, bool]:
-    """The resolved root, the file to write, and whether its directory has to be created.
+def writable_target(
+    root: Root, user_path: str, create_dirs: bool, *, create_option: str = "create_dirs"
+) -> Placement:
+    """Where a write to `user_path` lands, its directory held open (close it with `with`).
 
     The file need not exist; its directory must, unless `create_dirs` (the tool's option named
-    `create_option`, for the error message) allows creating it. Paths that leave the root,
-    also through symlinks, are refused as :func:`wakeful.safety.paths.confine` refuses them.
+    `create_option`, for the error message) allows creating it, which :func:`write_atomically`
+    does. Paths that leave the root, also through symlinks, and protected paths (``.git``,
+    ``.wakeful``, ``wakeful.toml`` …) are refused with a ToolError. Blocks: call it in a thread.
     """
-    root = workspace_root(ctx)
-
-    def locate() -> tuple[Path, Path, bool]:
-        real_root = root.resolve(strict=True)
-        joined = Path(user_path) if Path(user_path).is_absolute() else real_root / user_path
-        lexical = Path(os.path.normpath(joined))
-        if lexical != real_root and not lexical.is_relative_to(real_root):
-            raise ToolError(
-                f"The path {user_path!r} leads outside the root {str(real_root)!r}, and only "
-                "files under the root can be written. Give a path relative to the root, e.g. "
-                "'src/app.py', without '..' steps that climb above it."
-            )
-        if os.path.lexists(lexical):
-            target = confine(root, user_path)  # follows symlinks, refuses ones that leave
-            return real_root, target, False
-        # A new file: its directory (or the nearest existing one above) must be under the root.
-        name = PurePath(user_path).name
-        if name in ("", ".", ".."):
-            raise ToolError(
-                f"The path {user_path!r} names no file. Give a file path, e.g. 'src/app.py'."
-            )
-        parent_text = str(PurePath(user_path).parent)
-        existing = lexical.parent
-        while not os.path.lexists(existing):
-            existing = existing.parent
-        # Checked through `confine` with the user's own spelling of the directory part, so
-        # encoded traversal and symlinks out of the root are refused the same way as for reads.
-        confine(root, parent_text if existing == lexical.parent else str(existing))
-        resolved_existing = existing.resolve(strict=True)
-        if not resolved_existing.is_dir():
-            raise ToolError(
-                f"{display_path(resolved_existing, real_root)!r} is a file, so {user_path!r} "
-                "cannot be created under it. Choose a path whose parent is a directory."
-            )
-        missing = existing != lexical.parent
-        if missing and not create_dirs:
-            missing_dir = joined_display(str(PurePath(user_path).parent), real_root)
+    place = root.place(user_path)
+    try:
+        refuse_protected(place)
+        if place.missing and not create_dirs:
+            missing_dir = place.relative.parent.as_posix()
             raise ToolError(
                 f"The directory {missing_dir!r} does not exist, so {user_path!r} cannot be "
                 f"written. Pass {create_option}=true to create it, or check the path with list_dir."
             )
-        target = resolved_existing / lexical.relative_to(existing)
-        return real_root, target, missing
+    except BaseException:
+        place.close()
+        raise
+    return place
 
+
+def refuse_protected(place: Placement) -> None:
+    """ToolError when the resolved path is one the agent may not write (see `.protected`)."""
+    reason = protected_reason(place.relative)
+    if reason is not None:
+        raise ToolError(refusal(place.shown, reason))
+
+
+def open_existing(place: Placement) -> Opened | None:
+    """The placed file as it is now, opened to read in its directory (O_NOFOLLOW); None if
+    there is none. ToolError when it cannot be read or became a symlink since it was placed."""
+    if place.missing:
+        return None
     try:
-        return await anyio.to_thread.run_sync(locate)
-    except FileNotFoundError as exc:
-        raise ToolError(
-            f"The root directory {str(root)!r} no longer exists, so {ctx.tool_name} cannot "
-            "work. Restart the server with an existing --root."
-        ) from exc
-
-
-def joined_display(user_path: str, root: Path) -> str:
-    joined = Path(user_path) if Path(user_path).is_absolute() else root / user_path
-    return display_path(Path(os.path.normpath(joined)), root)
-
-
-def existing_bytes(target: Path, shown_path: str) -> bytes | None:
-    """The file's current bytes, None if there is none; ToolError for what is not a file."""
-    try:
-        info = os.stat(target)
+        fd = os.open(place.name, READ | os.O_NOFOLLOW, dir_fd=place.directory)
     except FileNotFoundError:
         return None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(
-            f"{shown_path!r} is a directory; write_file writes files. Give a file path inside "
-            "it, e.g. its path plus '/name.txt'."
-        )
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(
-            f"{shown_path!r} is not a regular file (a device, socket or pipe); write_file writes "
-            "regular files only. Choose another path."
-        )
-    if info.st_size > MAX_FILE_BYTES:
-        raise ToolError(
-            f"{shown_path} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit of "
-            "these tools. Change it with a shell command or a program instead."
-        )
-    try:
-        return target.read_bytes()
     except PermissionError as exc:
         raise ToolError(
-            f"{shown_path!r} cannot be read: permission denied, so it cannot be replaced "
+            f"{place.shown!r} cannot be read: permission denied, so it cannot be replaced "
             "safely. Write another file."
         ) from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(
+                f"{place.shown!r} was replaced by a symlink while it was being written, so "
+                "nothing was written. Check it with list_dir and try again."
+            ) from exc
+        raise
+    return Opened(fd, place.relative)
 
 
-def write_atomically(target: Path, data: bytes, *, replace: bool = True) -> None:
-    """Put `data` in `target` at once: a temporary file beside it, then a rename over it.
+def existing_bytes(place: Placement, shown_path: str) -> bytes | None:
+    """The file's current bytes, None if there is none; ToolError for what is not a file."""
+    file = open_existing(place)
+    if file is None:
+        return None
+    with file:
+        fd = file.fd
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(
+                f"{shown_path!r} is a directory; write_file writes files. Give a file path "
+                "inside it, e.g. its path plus '/name.txt'."
+            )
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(
+                f"{shown_path!r} is not a regular file (a device, socket or pipe); write_file "
+                "writes regular files only. Choose another path."
+            )
+        if info.st_size > MAX_FILE_BYTES:
+            raise ToolError(
+                f"{shown_path} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit "
+                "of these tools. Change it with a shell command or a program instead."
+            )
+        return file.read_bytes()
 
-    An existing file keeps its permission bits; a new one gets the umask's. With
-    `replace=False` an existing file is never touched (FileExistsError), even one that appears
-    between a check and this call. Raises ToolError when the directory cannot be written.
+
+def write_atomically(place: Placement, data: bytes, *, replace: bool = True) -> None:
+    """Put `data` in the placed file at once: a temporary file beside it, then a rename over it.
+
+    Missing directories are created first. An existing file keeps its permission bits; a new
+    one gets the umask's. With `replace=False` an existing file is never touched, even one that
+    appears between a check and this call (ToolError). Raises ToolError when the directory
+    cannot be written.
     """
-    directory = target.parent
+    if place.missing:
+        place.make_directories()
+    directory = place.directory
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        info = os.stat(place.name, dir_fd=directory, follow_symlinks=False)
+        mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
     except FileNotFoundError:
         mode = None
     try:
         temporary, handle = _create_temporary(directory)
     except PermissionError as exc:
         raise ToolError(
-            f"The directory {str(directory)!r} cannot be written: permission denied. Write "
-            "somewhere else under the root."
+            f"The directory {place.relative.parent.as_posix()!r} cannot be written: permission "
+            "denied. Write somewhere else under the root."
         ) from exc
     try:
         with os.fdopen(handle, "wb") as file:
@@ -148,32 +143,38 @@ def write_atomically(target: Path, data: bytes, *, replace: bool = True) -> None
             if mode is not None:
                 os.fchmod(file.fileno(), mode)
         if replace:
-            os.replace(temporary, target)
+            os.replace(temporary, place.name, src_dir_fd=directory, dst_dir_fd=directory)
         else:
             try:
-                os.link(temporary, target)  # fails, atomically, if the target exists
+                # Fails, atomically, if the name exists (even as a symlink, which is not followed).
+                os.link(
+                    temporary,
+                    place.name,
+                    src_dir_fd=directory,
+                    dst_dir_fd=directory,
+                    follow_symlinks=False,
+                )
             except FileExistsError as exc:
                 raise ToolError(
-                    f"{target.name!r} appeared while it was being written and overwrite is "
+                    f"{place.name!r} appeared while it was being written and overwrite is "
                     "false, so it was left alone. Pass overwrite=true to replace it."
                 ) from exc
             finally:
-                os.unlink(temporary)
+                os.unlink(temporary, dir_fd=directory)
     except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
+        with contextlib.suppress(FileNotFoundError):  # the link branch removed it already
+            os.unlink(temporary, dir_fd=directory)
         raise
 
 
-def _create_temporary(directory: Path) -> tuple[Path, int]:
-    # O_EXCL with mode 0o666 lets the umask decide a new file's permissions, as any editor would.
+def _create_temporary(directory: int) -> tuple[str, int]:
+    # O_EXCL with mode 0o666 lets the umask decide a new file's permissions, as any editor would;
+    # O_NOFOLLOW (implied by O_EXCL, stated anyway) never writes through a planted symlink.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
-        temporary = directory / f".wakeful-{secrets.token_hex(6)}.tmp"
+        temporary = f".wakeful-{secrets.token_hex(6)}.tmp"
         try:
-            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            handle = os.open(temporary, flags, 0o666, dir_fd=directory)
         except FileExistsError:
             continue
         return temporary, handle
-
-
-# --- edit_file ---------------------------------------------------------------------------------

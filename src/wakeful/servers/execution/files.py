@@ -23,17 +23,16 @@ import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ..perception.shown_text import INVALID_MARK, NUL_MARK, cut_visibly, show
-from ..perception.workspace import confined
+from ..perception.workspace import open_workspace
 from .diagnostics import DiagnosticsSettings, FileCheck, check_file
 from .edit_plan import PlannedEdit, describe_endings, ending_style, line_ending_counts, plan_edit
 from .file_targets import (
     MAX_FILE_BYTES,
     existing_bytes,
-    joined_display,
+    refuse_protected,
     writable_target,
     write_atomically,
 )
@@ -133,27 +132,29 @@ async def write_file(
     ms); the result is a few hundred characters.
     """
     data = _content_bytes(content, content_base64)
-    root, target, missing = await writable_target(ctx, path, create_dirs)
-    shown_path = display_path(target, root) if not missing else joined_display(path, root)
 
-    def write() -> tuple[bytes | None, list[str]]:
-        before = existing_bytes(target, shown_path)
-        if before is not None and not overwrite:
-            raise ToolError(
-                f"{shown_path} already exists ({len(before):,} bytes) and overwrite is false. "
-                "Pass overwrite=true to replace it, use edit_file to change part of it, or "
-                "choose another path."
-            )
-        notes = _write_notes(data, before)
-        if before == data:
-            notes.insert(0, "The file already held exactly these bytes; it was not rewritten.")
-            return before, notes
-        if missing:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, data, replace=overwrite)
-        return before, notes
+    def write() -> tuple[Path, str, bytes | None, list[str], bool]:
+        with (
+            open_workspace(ctx) as root,
+            writable_target(root, path, create_dirs) as place,
+        ):
+            shown_path = place.shown
+            missing = bool(place.missing)
+            before = existing_bytes(place, shown_path)
+            if before is not None and not overwrite:
+                raise ToolError(
+                    f"{shown_path} already exists ({len(before):,} bytes) and overwrite is "
+                    "false. Pass overwrite=true to replace it, use edit_file to change part of "
+                    "it, or choose another path."
+                )
+            notes = _write_notes(data, before)
+            if before == data:
+                notes.insert(0, "The file already held exactly these bytes; it was not rewritten.")
+            else:
+                write_atomically(place, data, replace=overwrite)
+            return root.path / place.relative, shown_path, before, notes, missing
 
-    before, notes = await anyio.to_thread.run_sync(write)
+    target, shown_path, before, notes, missing = await anyio.to_thread.run_sync(write)
     check = await _check(ctx, target, data)
     if before is None:
         what = "created it" + (", with its missing directories" if missing else "")
@@ -278,22 +279,28 @@ async def edit_file(
             "old and new are the same text, so the edit would change nothing. Give in new the "
             "text old should become."
         )
-    root, target = await confined(ctx, path)
-    shown_path = display_path(target, root)
 
-    def edit() -> PlannedEdit:
-        before = existing_bytes(target, shown_path)
-        assert before is not None  # confined() found it
-        result = plan_edit(before, old, new, replace_all=replace_all, shown_path=shown_path)
-        if len(result.after) > MAX_FILE_BYTES:
-            raise ToolError(
-                f"The edit would make {shown_path} {len(result.after):,} bytes, over the "
-                f"{MAX_FILE_BYTES:,}-byte limit. Make a smaller change."
-            )
-        write_atomically(target, result.after)
-        return result
+    def edit() -> tuple[Path, str, PlannedEdit]:
+        with open_workspace(ctx) as root, root.place(path) as place:
+            refuse_protected(place)
+            shown_path = place.shown
+            before = existing_bytes(place, shown_path)
+            if before is None:
+                raise ToolError(
+                    f"There is no file {path!r} under the root {str(root.path)!r}; edit_file "
+                    "changes existing files. Create it with write_file, or check the spelling "
+                    "with find_file."
+                )
+            result = plan_edit(before, old, new, replace_all=replace_all, shown_path=shown_path)
+            if len(result.after) > MAX_FILE_BYTES:
+                raise ToolError(
+                    f"The edit would make {shown_path} {len(result.after):,} bytes, over the "
+                    f"{MAX_FILE_BYTES:,}-byte limit. Make a smaller change."
+                )
+            write_atomically(place, result.after)
+            return root.path / place.relative, shown_path, result
 
-    result = await anyio.to_thread.run_sync(edit)
+    target, shown_path, result = await anyio.to_thread.run_sync(edit)
     check = await _check(ctx, target, result.after)
     diff = await anyio.to_thread.run_sync(
         _unified_diff, result.before_text, result.after_text, shown_path

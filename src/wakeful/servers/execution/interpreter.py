@@ -14,7 +14,9 @@ timeout does the per-call bounding. Memory, process and file-size limits are the
 from __future__ import annotations
 
 import base64
+import os
 import re
+import stat
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,7 +26,8 @@ import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import confine, display_path
+from ...safety.beneath import Root
+from ...safety.paths import display_path
 from ...safety.sandbox import PreparedCommand, Sandbox, SandboxSettings
 from ...services import settings_of
 from ...tools.mcp_results import describe_size
@@ -236,7 +239,7 @@ async def _result(outcome: Outcome, *, root: Path, stem: str, time_limit: int) -
         text = text.removesuffix("\n")  # print()'s last newline; the section ends there anyway
         shown, path = await anyio.to_thread.run_sync(_keep, text, root, f"{stem}-{name.lower()}")
         if path is not None:
-            saved[name.lower()] = display_path(path, root)
+            saved[name.lower()] = path
         parts.append(f"{name}:\n{shown}")
     if reply.error is not None:
         parts.append(reply.error["traceback"])
@@ -264,22 +267,10 @@ def _header(reply: CellReply) -> str:
     return f"Cell {reply.cell} ran in {reply.seconds:.2f} s.{quiet}"
 
 
-def _keep(text: str, root: Path, stem: str) -> tuple[str, Path | None]:
-    # The sandboxed code can write the workspace, so it could have made the output directory a
-    # link to elsewhere; confine() resolves links, and this unsandboxed process writes only there.
-    save_dir = _directory_under(root, OUTPUT_DIR)
-    return keep_head_and_tail(text, save_dir=save_dir, stem=stem, root=root)
-
-
-def _directory_under(root: Path, relative: str) -> Path:
-    """`root/relative`, made one level at a time, each level checked to resolve under root."""
-    path = confine(root, ".")
-    for part in Path(relative).parts:
-        candidate = path / part
-        if not candidate.exists():
-            candidate.mkdir(exist_ok=True)
-        path = confine(root, str(candidate))
-    return path
+def _keep(text: str, root: Path, stem: str) -> tuple[str, str | None]:
+    # The sandboxed code can write the output folder, so it could have made it (or a file in
+    # it) a link to elsewhere: the save goes through the root's descriptor, never out of it.
+    return keep_head_and_tail(text, root=root, save_as=f"{OUTPUT_DIR}/{stem}.txt")
 
 
 async def _plots(reply: CellReply, root: Path) -> tuple[list[dict[str, str]], list[str]]:
@@ -302,12 +293,13 @@ async def _plots(reply: CellReply, root: Path) -> tuple[list[dict[str, str]], li
 
 
 def _read_png(root: Path, relative: str) -> tuple[bytes | None, str]:
-    # The sandboxed code could have replaced the plot with a link to a file outside the
-    # workspace; confine() resolves links, so only a file really under the root is read.
+    # The sandboxed code could have replaced the plot (or its folder) with a link to a file
+    # outside the workspace; opened through the root's descriptor, only a file under it is read.
     try:
-        path = confine(root, relative)
-        with path.open("rb") as file:
-            data = file.read(MAX_IMAGE_BYTES + 1)
+        with Root(root) as opened, opened.open(relative) as found:
+            if not stat.S_ISREG(os.fstat(found.fd).st_mode):
+                return None, "it is not a regular file"
+            data = os.read(found.fd, MAX_IMAGE_BYTES + 1)
     except (ToolError, OSError) as exc:
         return None, str(exc)
     if len(data) > MAX_IMAGE_BYTES:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...safety.paths import display_path
+from ...safety.beneath import Root
+from .file_targets import write_atomically
 
 MAX_LINES = 200
 MAX_CHARS = 10_000
@@ -22,31 +23,32 @@ MAX_LINE_CHARS = 2_000
 def keep_head_and_tail(
     text: str,
     *,
-    save_dir: Path,
-    stem: str,
     root: Path,
+    save_as: str,
     max_lines: int = MAX_LINES,
     max_chars: int = MAX_CHARS,
     keep: int = KEEP_LINES,
-) -> tuple[str, Path | None]:
-    """`text` as shown to the model, and the file the whole was saved to (None if not cut).
+) -> tuple[str, str | None]:
+    """`text` as shown to the model, and where the whole was saved (None if it was not cut).
 
-    The file is `save_dir/<stem>.txt`; `save_dir` must lie under `root`. Writes synchronously:
-    call it from a worker thread (`anyio.to_thread.run_sync`) for big outputs.
+    `save_as` is the file's path relative to `root` (e.g. '.wakeful/output/call_1.txt'); it
+    and its folders are made through the root's descriptor, so a folder that sandboxed code
+    swapped for a link cannot send the write outside the root. Returns the saved file's path
+    relative to the root. Writes synchronously: call it from a worker thread
+    (`anyio.to_thread.run_sync`) for big outputs.
     """
     lines = text.split("\n")
     if len(lines) <= max_lines and len(text) <= max_chars:
         return text, None
-    saved = save_dir / f"{stem}.txt"
-    save_dir.mkdir(parents=True, exist_ok=True)
-    saved.write_text(text, encoding="utf-8", errors="surrogateescape")
-    shown_as = display_path(saved.resolve(), root.resolve())
+    with Root(root) as opened, opened.place(save_as) as place:
+        write_atomically(place, text.encode("utf-8", errors="surrogateescape"))
+        shown_as = place.shown
     if len(lines) > max_lines:
         head, tail = lines[:keep], lines[-keep:]
         omitted = len(lines) - 2 * keep
     else:
         head, tail, omitted = lines, [], 0
-    return excerpt(head, tail, omitted, saved_as=shown_as, max_chars=max_chars), saved
+    return excerpt(head, tail, omitted, saved_as=shown_as, max_chars=max_chars), shown_as
 
 
 def excerpt(

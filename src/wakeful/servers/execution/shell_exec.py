@@ -192,7 +192,10 @@ async def _working_directory(root: Path, cwd: str) -> Path:
 
 
 def _policy_refusal(ctx: ToolContext, command: str, workdir: Path) -> ToolResult | None:
-    policy = CommandPolicy(settings_of(ctx.services, PolicySettings))
+    settings = settings_of(ctx.services, PolicySettings)
+    if settings.workspace is None:  # the workspace is the one the command runs in
+        settings = settings.model_copy(update={"workspace": _workspace_root(ctx)})
+    policy = CommandPolicy(settings)
     decision = policy.check(command, cwd=workdir)
     reasons = "; ".join(decision.reasons) or "no reason given"
     if decision.decision == "deny":

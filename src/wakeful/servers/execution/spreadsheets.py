@@ -34,10 +34,16 @@ from openpyxl.worksheet.worksheet import Worksheet  # type: ignore[import-untype
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened, Placement
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
-from ..perception.workspace import confined
-from .files import MAX_FILE_BYTES, writable_target, write_atomically
+from ..perception.workspace import open_workspace
+from .file_targets import (
+    MAX_FILE_BYTES,
+    open_existing,
+    refuse_protected,
+    writable_target,
+    write_atomically,
+)
 
 __all__ = [
     "SPREADSHEET_TOOLS",
@@ -200,17 +206,20 @@ async def spreadsheet_read(
     characters.
     """
     _require_xlsx(path)
-    root, target = await confined(ctx, path)
-    shown_path = display_path(target, root)
     requested = parse_range(range) if range is not None else None
-    return await anyio.to_thread.run_sync(_read, target, shown_path, sheet, requested, formulas)
+
+    def read() -> ToolResult:
+        with open_workspace(ctx) as root, root.open(path) as found:
+            data = _workbook_bytes(found)
+        return _read(data, found.shown, sheet, requested, formulas)
+
+    return await anyio.to_thread.run_sync(read)
 
 
 def _read(
-    target: Path, shown_path: str, sheet: str | None, requested: CellRange | None, formulas: bool
+    data: bytes, shown_path: str, sheet: str | None, requested: CellRange | None, formulas: bool
 ) -> ToolResult:
-    _require_regular_file(target, shown_path)
-    book = _load(target, shown_path)
+    book = _load(data, shown_path)
     worksheet = _sheet(book, sheet, shown_path, create=False)
     used = CellRange(1, 1, max(1, worksheet.max_column), max(1, worksheet.max_row))
     area = requested or used
@@ -234,7 +243,7 @@ def _read(
         for cell in cells:
             value = cell.value
             if not formulas and cell.data_type == "f":
-                cached = cached or _load(target, shown_path, data_only=True)[worksheet.title]
+                cached = cached or _load(data, shown_path, data_only=True)[worksheet.title]
                 value = cached.cell(row=row_number, column=cell.column).value
             values.append(_plain(value))
         line = f"{row_number}\t" + "\t".join(_shown(v) for v in values)
@@ -361,7 +370,6 @@ async def spreadsheet_write(
     for reference, value in cells.items():
         parse_cell(reference)
         _check_value(reference, value)
-    root, target, missing_dirs = await writable_target(ctx, path, create, create_option="create")
 
     def change(book: Workbook, worksheet: Worksheet) -> list[dict[str, Any]]:
         changes = []
@@ -373,9 +381,14 @@ async def spreadsheet_write(
             changes.append({"cell": cell.coordinate, "before": before, "after": value})
         return changes
 
-    return await anyio.to_thread.run_sync(
-        _edit_workbook, root, target, missing_dirs, sheet, create, change, "spreadsheet_write"
-    )
+    def write() -> ToolResult:
+        with (
+            open_workspace(ctx) as root,
+            writable_target(root, path, create, create_option="create") as place,
+        ):
+            return _edit_workbook(place, sheet, create, change, "spreadsheet_write")
+
+    return await anyio.to_thread.run_sync(write)
 
 
 def _check_value(reference: str, value: CellValue) -> None:
@@ -457,7 +470,6 @@ async def spreadsheet_formula(
     _require_xlsx(path)
     column, row = parse_cell(cell)
     _check_formula(formula)
-    root, target = await confined(ctx, path)
 
     def change(book: Workbook, worksheet: Worksheet) -> list[dict[str, Any]]:
         target_cell = worksheet.cell(row=row, column=column)
@@ -465,9 +477,20 @@ async def spreadsheet_formula(
         target_cell.value = formula
         return [{"cell": target_cell.coordinate, "before": before, "after": formula}]
 
-    return await anyio.to_thread.run_sync(
-        _edit_workbook, root, target, False, sheet, False, change, "spreadsheet_formula"
-    )
+    def write() -> ToolResult:
+        with open_workspace(ctx) as root, root.place(path) as place:
+            refuse_protected(place)
+            existing = open_existing(place)
+            if existing is None:
+                raise ToolError(
+                    f"There is no file {path!r} under the root {str(root.path)!r}; "
+                    "spreadsheet_formula changes existing workbooks. Create one with "
+                    "spreadsheet_write and create=true, or check the path with find_file."
+                )
+            existing.close()
+            return _edit_workbook(place, sheet, False, change, "spreadsheet_formula")
+
+    return await anyio.to_thread.run_sync(write)
 
 
 def _check_formula(formula: str) -> None:
@@ -501,19 +524,18 @@ def _check_formula(formula: str) -> None:
 
 
 def _edit_workbook(
-    root: Path,
-    target: Path,
-    missing_dirs: bool,
+    place: Placement,
     sheet: str | None,
     create: bool,
     change: Callable[[Workbook, Worksheet], list[dict[str, Any]]],
     tool_name: str,
 ) -> ToolResult:
-    shown_path = display_path(target, root) if target.is_relative_to(root) else str(target)
-    exists = os.path.lexists(target)
-    if exists:
-        _require_regular_file(target, shown_path)
-        book = _load(target, shown_path)
+    shown_path = place.shown
+    existing = open_existing(place)
+    exists = existing is not None
+    if existing is not None:
+        with existing:
+            book = _load(_workbook_bytes(existing), shown_path)
     elif create:
         book = Workbook()
         if sheet is not None:
@@ -536,9 +558,7 @@ def _edit_workbook(
             f"The saved workbook would be {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte "
             "limit; nothing was written. Write fewer or shorter values."
         )
-    if missing_dirs:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, data)
+    write_atomically(place, data)
     where = f"sheet {worksheet.title!r} of {shown_path}"
     made = []
     if not exists:
@@ -597,8 +617,10 @@ def _require_xlsx(path: str) -> None:
     )
 
 
-def _require_regular_file(target: Path, shown_path: str) -> None:
-    info = os.stat(target)
+def _workbook_bytes(found: Opened) -> bytes:
+    """The bytes of a workbook opened beneath the root (openpyxl reads them, never the path)."""
+    shown_path = found.shown
+    info = os.fstat(found.fd)
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(
             f"{shown_path!r} is not a regular file; the spreadsheet tools open .xlsx files. "
@@ -609,11 +631,13 @@ def _require_regular_file(target: Path, shown_path: str) -> None:
             f"{shown_path} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit "
             "of the spreadsheet tools. Work on it with a program in the interpreter instead."
         )
+    return found.read_bytes()
 
 
-def _load(target: Path, shown_path: str, *, data_only: bool = False) -> Workbook:
+def _load(data: bytes, shown_path: str, *, data_only: bool = False) -> Workbook:
+    keep_vba = shown_path.lower().endswith(".xlsm")
     try:
-        return load_workbook(target, data_only=data_only, keep_vba=target.suffix == ".xlsm")
+        return load_workbook(io.BytesIO(data), data_only=data_only, keep_vba=keep_vba)
     except (InvalidFileException, zipfile.BadZipFile, KeyError, OSError) as exc:
         raise ToolError(
             f"{shown_path} cannot be opened as an .xlsx workbook ({type(exc).__name__}: {exc}). "

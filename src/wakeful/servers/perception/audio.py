@@ -9,19 +9,20 @@ directory; without either, the tool fails with an error that names what to set.
 from __future__ import annotations
 
 import importlib
+import os
 import stat
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened
 from ...services import settings_of
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
-from .workspace import confined
+from .workspace import open_workspace
 
 BODY_LIMIT = 9_000
 """Characters of transcript in one result; the header and notes fit in the rest of 10,000."""
@@ -97,12 +98,16 @@ async def transcribe_audio(
     settings = settings_of(ctx.services, AudioSettings)
     model_path = _model_path(settings)
     whisper = _faster_whisper()
-    root, target = await confined(ctx, path)
-    shown_path = display_path(target, root)
-    await anyio.to_thread.run_sync(_check_file, target, shown_path, settings)
-    transcript = await anyio.to_thread.run_sync(
-        _transcribe, whisper, model_path, settings, target, language
-    )
+
+    def transcribe() -> tuple[str, dict[str, Any]]:
+        # faster-whisper gets the file opened beneath the root, never its path (which a swapped
+        # symlink could redirect after the check).
+        with open_workspace(ctx) as root, root.open(path) as found:
+            _check_file(found, settings)
+            with os.fdopen(found.fd, "rb", closefd=False) as audio:
+                return found.shown, _transcribe(whisper, model_path, settings, audio, language)
+
+    shown_path, transcript = await anyio.to_thread.run_sync(transcribe)
     return _result(shown_path, transcript)
 
 
@@ -133,8 +138,9 @@ def _faster_whisper() -> Any:
         ) from exc
 
 
-def _check_file(path: Path, shown_path: str, settings: AudioSettings) -> None:
-    info = path.stat()
+def _check_file(found: Opened, settings: AudioSettings) -> None:
+    shown_path = found.shown
+    info = os.fstat(found.fd)
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{shown_path!r} is not a regular file; transcribe_audio reads files.")
     if info.st_size == 0:
@@ -151,7 +157,7 @@ _models_lock = threading.Lock()
 
 
 def _transcribe(
-    whisper: Any, model_path: str, settings: AudioSettings, path: Path, language: str | None
+    whisper: Any, model_path: str, settings: AudioSettings, audio: BinaryIO, language: str | None
 ) -> dict[str, Any]:
     key = (model_path, settings.device, settings.compute_type)
     with _models_lock:  # load each model once; loading takes seconds and much memory
@@ -162,7 +168,7 @@ def _transcribe(
             )
             _models[key] = model
     try:
-        segments, info = model.transcribe(str(path), language=language)
+        segments, info = model.transcribe(audio, language=language)
         timed = [
             {"start": round(s.start, 2), "end": round(s.end, 2), "text": s.text.strip()}
             for s in segments

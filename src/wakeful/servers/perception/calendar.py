@@ -11,6 +11,8 @@ server that returns the master event only still gives every occurrence in the wi
 from __future__ import annotations
 
 import datetime as dt
+import os
+import stat
 import xml.etree.ElementTree as ET
 from typing import Annotated, Any, Literal
 
@@ -20,13 +22,12 @@ import recurring_ical_events  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from ...errors import ToolError
-from ...safety.paths import display_path
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .cursors import fill_page, make_cursor, query_digest, read_cursor
 from .public_http import PublicDataSettings, check_status, fetch
 from .shown_text import OUTPUT_LIMIT
-from .workspace import confined
+from .workspace import open_workspace
 
 MAX_ICS_BYTES = 5 * 1024 * 1024
 MAX_WINDOW = dt.timedelta(days=366 * 2)
@@ -205,20 +206,21 @@ async def _local(
             f"{source!r} is neither a configured calendar ({names}) nor an .ics file path. "
             "Pass a configured name or the path of an .ics file under the root."
         )
-    root, path = await confined(ctx, source)
-    shown = display_path(path, root)
 
-    def read() -> bytes:
-        if not path.is_file():
-            raise ToolError(f"{shown!r} is not a file. Pass the path of an .ics file.")
-        if path.stat().st_size > MAX_ICS_BYTES:
-            raise ToolError(
-                f"{shown} is bigger than {MAX_ICS_BYTES:,} bytes, more than calendar_events "
-                "reads. Split it, or serve it over CalDAV."
-            )
-        return path.read_bytes()
+    def read() -> tuple[str, bytes]:
+        with open_workspace(ctx) as root, root.open(source) as found:
+            shown = found.shown
+            info = os.fstat(found.fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(f"{shown!r} is not a file. Pass the path of an .ics file.")
+            if info.st_size > MAX_ICS_BYTES:
+                raise ToolError(
+                    f"{shown} is bigger than {MAX_ICS_BYTES:,} bytes, more than calendar_events "
+                    "reads. Split it, or serve it over CalDAV."
+                )
+            return shown, found.read_bytes()
 
-    data = await anyio.to_thread.run_sync(read)
+    shown, data = await anyio.to_thread.run_sync(read)
     return [_parse(data, shown)], shown
 
 

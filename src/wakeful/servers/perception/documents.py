@@ -10,21 +10,21 @@ and mtime) so paging through a long document converts it once.
 from __future__ import annotations
 
 import io
+import os
 import re
 import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
-from .workspace import confined
+from .workspace import open_workspace
 
 Format = Literal["pdf", "docx", "pptx", "xlsx", "html", "epub", "csv"]
 
@@ -142,28 +142,36 @@ async def read_document(
     Cost: 50 ms to a few seconds for the first call on a document (about 1 s per 100 PDF pages),
     a few milliseconds for later windows of the same one; at most 10,000 characters.
     """
-    root, target = await confined(ctx, path)
-    shown_path = display_path(target, root)
-    chosen = format or FORMAT_OF_EXTENSION.get(target.suffix.lower())
-    if chosen is None:
-        known = " ".join(sorted(FORMAT_OF_EXTENSION))
-        raise ToolError(
-            f"read_document cannot tell the format of {shown_path!r} from its extension "
-            f"{target.suffix or '(none)'!r}; it reads {known}. Pass format='pdf' (or docx, pptx, "
-            "xlsx, html, epub, csv) if it is one of those, or use read_file for plain text."
-        )
-    if pages is not None and chosen not in ("pdf", "pptx"):
-        raise ToolError(
-            f"pages={pages!r} selects PDF pages or PPTX slides, and {shown_path!r} is read as "
-            f"{FORMAT_NAMES[chosen]}. Leave pages out, and page through it with offset."
-        )
-    if sheets is not None and chosen != "xlsx":
-        raise ToolError(
-            f"sheets selects XLSX sheets, and {shown_path!r} is read as {FORMAT_NAMES[chosen]}. "
-            "Leave sheets out, and page through it with offset."
-        )
-    wanted_pages = None if pages is None else parse_pages(pages)
-    converted = await anyio.to_thread.run_sync(_converted, target, shown_path, chosen)
+
+    def convert() -> tuple[str, Converted, list[int] | None]:
+        with open_workspace(ctx) as root, root.open(path) as found:
+            shown_path = found.shown
+            suffix = found.relative.suffix
+            chosen = format or FORMAT_OF_EXTENSION.get(suffix.lower())
+            if chosen is None:
+                known = " ".join(sorted(FORMAT_OF_EXTENSION))
+                raise ToolError(
+                    f"read_document cannot tell the format of {shown_path!r} from its extension "
+                    f"{suffix or '(none)'!r}; it reads {known}. Pass format='pdf' (or docx, "
+                    "pptx, xlsx, html, epub, csv) if it is one of those, or use read_file for "
+                    "plain text."
+                )
+            if pages is not None and chosen not in ("pdf", "pptx"):
+                raise ToolError(
+                    f"pages={pages!r} selects PDF pages or PPTX slides, and {shown_path!r} is "
+                    f"read as {FORMAT_NAMES[chosen]}. Leave pages out, and page through it with "
+                    "offset."
+                )
+            if sheets is not None and chosen != "xlsx":
+                raise ToolError(
+                    f"sheets selects XLSX sheets, and {shown_path!r} is read as "
+                    f"{FORMAT_NAMES[chosen]}. Leave sheets out, and page through it with offset."
+                )
+            wanted_pages = None if pages is None else parse_pages(pages)
+            key = f"{root.path}/{shown_path}"
+            return shown_path, _converted(found, key, chosen), wanted_pages
+
+    shown_path, converted, wanted_pages = await anyio.to_thread.run_sync(convert)
     return _window(converted, shown_path, wanted_pages, sheets, offset, limit)
 
 
@@ -198,11 +206,9 @@ _cache: OrderedDict[tuple[str, int, int, str], Converted] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _converted(target: Path, shown_path: str, chosen: Format) -> Converted:
-    try:
-        info = target.stat()
-    except OSError as exc:
-        raise ToolError(f"{shown_path!r} cannot be read: {exc.strerror or exc}.") from exc
+def _converted(found: Opened, key_path: str, chosen: Format) -> Converted:
+    shown_path = found.shown
+    info = os.fstat(found.fd)
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(
             f"{shown_path!r} is not a regular file; read_document reads document files. Use "
@@ -213,7 +219,7 @@ def _converted(target: Path, shown_path: str, chosen: Format) -> Converted:
             f"{shown_path!r} has {info.st_size:,} bytes, more than the "
             f"{MAX_DOCUMENT_BYTES:,} read_document converts. Split it, or read a text form of it."
         )
-    key = (str(target), info.st_mtime_ns, info.st_size, chosen)
+    key = (key_path, info.st_mtime_ns, info.st_size, chosen)
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
@@ -222,7 +228,7 @@ def _converted(target: Path, shown_path: str, chosen: Format) -> Converted:
         converted = Converted(chosen, "")
     else:
         try:
-            data = target.read_bytes()
+            data = found.read_bytes()
         except OSError as exc:
             raise ToolError(f"{shown_path!r} cannot be read: {exc.strerror or exc}.") from exc
         converted = _convert(data, shown_path, chosen)

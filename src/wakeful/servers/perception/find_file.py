@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from fnmatch import fnmatchcase
 from typing import Annotated
 
@@ -9,12 +11,11 @@ import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from .cursors import fill_page, make_cursor, query_digest, read_cursor
 from .shown_text import OUTPUT_LIMIT
 from .walk import WalkStats, skipped_note, walk
-from .workspace import confined
+from .workspace import open_workspace
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1_000
@@ -87,28 +88,26 @@ async def find_file(
     Cost: about 1 s per 100,000 files under `path` (every page walks the tree again); a few
     thousand characters at most, 10,000 for a full page.
     """
-    root, top = await confined(ctx, path)
-    if not await anyio.Path(top).is_dir():
-        raise ToolError(
-            f"{path!r} is a file, not a directory; find_file searches directories. Pass its "
-            "parent directory, or read the file with read_file."
-        )
     digest = query_digest("find_file", pattern=pattern, path=path, include_skipped=include_skipped)
     start = 0 if cursor is None else read_cursor(cursor, digest, "find_file")
     stats = WalkStats()
 
-    def search() -> list[str]:
-        matches = []
-        for entry in walk(top, stats, include_skipped=include_skipped):
-            below = entry.path.relative_to(top).as_posix()
-            subject = below if "/" in pattern else entry.path.name
-            if fnmatchcase(subject, pattern):
-                shown = display_path(entry.path, root)
-                matches.append(shown + ("/" if entry.is_dir else ""))
-        return matches
+    def search() -> tuple[str, list[str]]:
+        with open_workspace(ctx) as root, root.open(path) as top:
+            if not stat.S_ISDIR(os.fstat(top.fd).st_mode):
+                raise ToolError(
+                    f"{path!r} is a file, not a directory; find_file searches directories. "
+                    "Pass its parent directory, or read the file with read_file."
+                )
+            matches = []
+            for entry in walk(top, stats, include_skipped=include_skipped):
+                subject = entry.below.as_posix() if "/" in pattern else entry.name
+                if fnmatchcase(subject, pattern):
+                    shown = entry.relative.as_posix()
+                    matches.append(shown + ("/" if entry.is_dir else ""))
+            return top.shown, matches
 
-    matches = await anyio.to_thread.run_sync(search)
-    shown_top = display_path(top, root)
+    shown_top, matches = await anyio.to_thread.run_sync(search)
     notes = skipped_note(stats)
     if not matches:
         text = (

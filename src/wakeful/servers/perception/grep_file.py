@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from fnmatch import fnmatchcase
-from pathlib import Path
 from typing import Annotated
 
 import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from .cursors import make_cursor, query_digest, read_cursor
 from .shown_text import OUTPUT_LIMIT, decode_exact, looks_binary, show
-from .walk import WalkStats, leads_inside, skipped_note, walk
-from .workspace import confined
+from .walk import WalkStats, open_entry, skipped_note, walk
+from .workspace import open_workspace
 
 DEFAULT_MAX_RESULTS = 50
 MAX_RESULTS = 500
@@ -120,7 +120,6 @@ async def grep_file(
             f"The pattern {pattern!r} is not a valid regular expression: {exc}. Fix it, or "
             "escape special characters with a backslash (e.g. 'f\\(x\\)') to match them as text."
         ) from exc
-    root, target = await confined(ctx, path)
     digest = query_digest(
         "grep_file",
         pattern=pattern,
@@ -130,36 +129,45 @@ async def grep_file(
         include_skipped=include_skipped,
     )
     skip = 0 if cursor is None else read_cursor(cursor, digest, "grep_file")
-    search = _Search(regex, root, skip, max_results)
+    search = _Search(regex, skip, max_results)
     stats = WalkStats()
 
-    def run() -> None:
-        if target.is_file():
-            search.file(target)
-            return
-        for entry in walk(target, stats, include_skipped=include_skipped):
-            if entry.is_dir or search.full:
-                if search.full:
-                    return
-                continue
-            if glob is not None and not fnmatchcase(entry.path.name, glob):
-                continue
-            if entry.is_symlink and not leads_inside(entry.path, root):
-                search.outside.append(display_path(entry.path, root))
-                continue
-            if entry.path.is_file():
-                search.file(entry.path)
+    def run() -> str:
+        with open_workspace(ctx) as root, root.open(path) as target:
+            if not stat.S_ISDIR(os.fstat(target.fd).st_mode):
+                search.file(target.fd, target.shown)
+                return target.shown
+            for entry in walk(target, stats, include_skipped=include_skipped):
+                if entry.is_dir or search.full:
+                    if search.full:
+                        break
+                    continue
+                if glob is not None and not fnmatchcase(entry.name, glob):
+                    continue
+                shown = entry.relative.as_posix()
+                try:
+                    fd = open_entry(entry, root)
+                except OSError:
+                    search.unreadable.append(shown)
+                    continue
+                if fd is None:
+                    search.outside.append(shown)
+                    continue
+                try:
+                    search.file(fd, shown)
+                finally:
+                    os.close(fd)
+            return target.shown
 
-    await anyio.to_thread.run_sync(run)
-    return search.result(pattern, display_path(target, root), digest, skipped_note(stats))
+    shown_target = await anyio.to_thread.run_sync(run)
+    return search.result(pattern, shown_target, digest, skipped_note(stats))
 
 
 class _Search:
     """One page of matches: skips the first `skip`, then collects up to `limit`."""
 
-    def __init__(self, regex: re.Pattern[str], root: Path, skip: int, limit: int) -> None:
+    def __init__(self, regex: re.Pattern[str], skip: int, limit: int) -> None:
         self.regex = regex
-        self.root = root
         self.skip = skip
         self.limit = limit
         self.seen = 0
@@ -174,10 +182,13 @@ class _Search:
         self.invalid_bytes = 0
         self.shortened = 0
 
-    def file(self, path: Path) -> None:
-        shown_path = display_path(path, self.root)
+    def file(self, fd: int, shown_path: str) -> None:
+        """Search the open file `fd` (read from its start); other kinds of file are skipped."""
         try:
-            with path.open("rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return  # a directory behind a symlink, a FIFO, a device: nothing to search
+            os.lseek(fd, 0, os.SEEK_SET)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
                 if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
                     self.binary.append(shown_path)
                     return

@@ -1,31 +1,34 @@
 """`knowledge_base_search`: ranked passages from a configured folder of text documents.
 
 The folder is cut into chunks of lines and ranked with BM25 (bm25s). The index lives in memory,
-one per (root, folder), and each query first walks the folder with `stat` only: files whose size
-or mtime changed are cut and tokenised again, deleted ones dropped, and the BM25 matrix rebuilt
-from the kept tokens. Tokens are lower-cased words, the parts of camelCase and snake_case
-identifiers, and CJK characters with their bigrams, so English and Chinese both match.
+one per (root, folder), and each query first walks the folder by descriptor, opening and
+`fstat`-ing each file beneath the root (no content is read): files whose size or mtime changed
+are cut and tokenised again, deleted ones dropped, and the BM25 matrix rebuilt from the kept
+tokens. Tokens are lower-cased words, the parts of camelCase and snake_case identifiers, and CJK
+characters with their bigrams, so English and Chinese both match.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import anyio
 from pydantic import BaseModel, Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened, Root
 from ...services import settings_of
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from .cursors import make_cursor, query_digest, read_cursor
 from .shown_text import looks_binary
-from .walk import WalkStats, leads_inside, walk
-from .workspace import confined
+from .walk import WalkStats, open_entry, walk
+from .workspace import open_workspace
 
 CHUNK_LINES = 30
 DEFAULT_LIMIT = 5
@@ -102,23 +105,26 @@ async def knowledge_base_search(
             "The query is blank. Pass the words to look for, e.g. query='rotate api keys'."
         )
     settings = settings_of(ctx.services, KnowledgeSettings)
-    root, folder = await confined(ctx, settings.folder)
-    if not await anyio.Path(folder).is_dir():
-        raise ToolError(
-            f"The knowledge base folder {settings.folder!r} is a file, not a folder. Configure "
-            "KnowledgeSettings.folder as a directory under the root."
-        )
     terms = tokenize(query)
-    if not terms:
-        raise ToolError(
-            f"The query {query!r} has no words or characters to search for (only punctuation "
-            "or spaces). Pass words, e.g. query='rotate api keys'."
-        )
+
+    def search() -> tuple[str, FolderIndex, list[Hit]]:
+        with open_workspace(ctx) as root, root.open(settings.folder) as folder:
+            if not stat.S_ISDIR(os.fstat(folder.fd).st_mode):
+                raise ToolError(
+                    f"The knowledge base folder {settings.folder!r} is a file, not a folder. "
+                    "Configure KnowledgeSettings.folder as a directory under the root."
+                )
+            if not terms:
+                raise ToolError(
+                    f"The query {query!r} has no words or characters to search for (only "
+                    "punctuation or spaces). Pass words, e.g. query='rotate api keys'."
+                )
+            index = _index_for(root.path, folder.relative)
+            return folder.shown, index, index.search(terms, settings, root, folder)
+
     digest = query_digest("knowledge_base_search", query=query, folder=settings.folder)
     start = 0 if cursor is None else read_cursor(cursor, digest, "knowledge_base_search")
-    index = _index_for(root, folder)
-    hits = await anyio.to_thread.run_sync(index.search, terms, settings)
-    shown_folder = display_path(folder, root)
+    shown_folder, index, hits = await anyio.to_thread.run_sync(search)
     if not hits:
         return ToolResult(
             f"No passage in {shown_folder!r} matches {query!r} ({index.file_count} files "
@@ -136,7 +142,7 @@ async def knowledge_base_search(
     next_cursor = make_cursor(digest, end) if end < len(hits) else None
     results = [
         {
-            "path": display_path(hit.path, root),
+            "path": hit.path.as_posix(),
             "start_line": hit.start_line,
             "end_line": hit.end_line,
             "snippet": hit.snippet,
@@ -194,7 +200,7 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Chunk:
-    path: Path
+    path: PurePosixPath
     start_line: int
     lines: tuple[str, ...]
     tokens: tuple[str, ...]
@@ -202,7 +208,7 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Hit:
-    path: Path
+    path: PurePosixPath
     start_line: int
     end_line: int
     snippet: str
@@ -221,8 +227,8 @@ class FolderIndex:
     """The chunks of one folder's files and a BM25 index over them, kept up to date by `refresh`."""
 
     root: Path
-    folder: Path
-    files: dict[Path, _IndexedFile] = field(default_factory=dict)
+    folder: PurePosixPath
+    files: dict[PurePosixPath, _IndexedFile] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _chunks: list[Chunk] = field(default_factory=list)
     _retriever: Any = None
@@ -232,35 +238,39 @@ class FolderIndex:
     def file_count(self) -> int:
         return len(self.files)
 
-    def search(self, terms: list[str], settings: KnowledgeSettings) -> list[Hit]:
+    def search(
+        self, terms: list[str], settings: KnowledgeSettings, root: Root, folder: Opened
+    ) -> list[Hit]:
         with self.lock:
-            self._refresh(settings)
+            self._refresh(settings, root, folder)
             return self._rank(terms)
 
-    def _refresh(self, settings: KnowledgeSettings) -> None:
+    def _refresh(self, settings: KnowledgeSettings, root: Root, folder: Opened) -> None:
         key = (tuple(e.lower() for e in settings.extensions), settings.max_file_bytes)
         changed = key != self._settings_key
         if changed:
             self.files.clear()
             self._settings_key = key
-        seen: set[Path] = set()
-        for entry in walk(self.folder, WalkStats()):
-            path = entry.path
+        seen: set[PurePosixPath] = set()
+        for entry in walk(folder, WalkStats()):
+            path = entry.relative
             if entry.is_dir or not path.name.lower().endswith(key[0]):
                 continue
-            if entry.is_symlink and not leads_inside(path, self.root):
-                continue
             try:
-                info = path.stat()
+                fd = open_entry(entry, root)
             except OSError:
                 continue
-            if info.st_size > settings.max_file_bytes:
-                continue
-            seen.add(path)
-            known = self.files.get(path)
-            if known and (known.size, known.mtime_ns) == (info.st_size, info.st_mtime_ns):
-                continue
-            chunks = _chunks_of(path)
+            if fd is None:
+                continue  # a symlink out of the root
+            with Opened(fd, path) as file:
+                info = os.fstat(file.fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_size > settings.max_file_bytes:
+                    continue
+                seen.add(path)
+                known = self.files.get(path)
+                if known and (known.size, known.mtime_ns) == (info.st_size, info.st_mtime_ns):
+                    continue
+                chunks = _chunks_of(file)
             if chunks is None:
                 seen.discard(path)
                 if self.files.pop(path, None) is not None:
@@ -299,10 +309,11 @@ class FolderIndex:
         return [_hit(self._chunks[i], float(scores[i]), set(known)) for i in order]
 
 
-def _chunks_of(path: Path) -> tuple[Chunk, ...] | None:
+def _chunks_of(file: Opened) -> tuple[Chunk, ...] | None:
     """The file cut into chunks of CHUNK_LINES lines; None when it is unreadable or binary."""
+    path = file.relative
     try:
-        data = path.read_bytes()
+        data = file.read_bytes()
     except OSError:
         return None
     if looks_binary(data[:8192]):
@@ -335,11 +346,11 @@ def _cut(line: str) -> str:
     return line if len(line) <= _SNIPPET_LINE_CHARS else line[:_SNIPPET_LINE_CHARS] + "…"
 
 
-_indexes: dict[tuple[Path, Path], FolderIndex] = {}
+_indexes: dict[tuple[Path, PurePosixPath], FolderIndex] = {}
 _indexes_lock = threading.Lock()
 
 
-def _index_for(root: Path, folder: Path) -> FolderIndex:
+def _index_for(root: Path, folder: PurePosixPath) -> FolderIndex:
     with _indexes_lock:
         index = _indexes.get((root, folder))
         if index is None:

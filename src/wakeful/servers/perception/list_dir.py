@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened, Root
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from .cursors import fill_page, make_cursor, query_digest, read_cursor
 from .shown_text import OUTPUT_LIMIT
-from .walk import leads_inside
-from .workspace import confined
+from .workspace import open_workspace
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 1_000
@@ -67,11 +65,14 @@ async def list_dir(
 
     Cost: a few milliseconds for a thousand entries; about 40 characters per entry.
     """
-    root, directory = await confined(ctx, path)
     digest = query_digest("list_dir", path=path)
     start = 0 if cursor is None else read_cursor(cursor, digest, "list_dir")
-    shown_dir = display_path(directory, root)
-    entries = await anyio.to_thread.run_sync(_entries, directory, root, shown_dir)
+
+    def listing() -> tuple[str, list[dict[str, Any]]]:
+        with open_workspace(ctx) as root, root.open(path) as directory:
+            return directory.shown, _entries(directory, root)
+
+    shown_dir, entries = await anyio.to_thread.run_sync(listing)
     if start and start >= len(entries):
         raise ToolError(
             f"The cursor points past the last of the {len(entries)} entries of {shown_dir!r} "
@@ -101,9 +102,17 @@ async def list_dir(
     )
 
 
-def _entries(directory: Path, root: Path, shown_dir: str) -> list[dict[str, Any]]:
+def _entries(directory: Opened, root: Root) -> list[dict[str, Any]]:
+    shown_dir = directory.shown
+    if not stat.S_ISDIR(os.fstat(directory.fd).st_mode):
+        raise ToolError(
+            f"{shown_dir!r} is a file, not a directory; list_dir lists directories. Read it "
+            "with read_file, or list its parent directory."
+        )
     try:
-        with os.scandir(directory) as listing:
+        # By descriptor: the names are those of the directory opened beneath the root, and
+        # each entry is stat'ed relative to it (fstatat), never by a path looked up again.
+        with os.scandir(directory.fd) as listing:
             found = sorted(listing, key=lambda e: e.name)
     except NotADirectoryError as exc:
         raise ToolError(
@@ -128,10 +137,8 @@ def _entries(directory: Path, root: Path, shown_dir: str) -> list[dict[str, Any]
             "target": None,
         }
         if stat.S_ISLNK(info.st_mode):
-            link = Path(item.path)
-            entry["target"] = (
-                display_path(link.resolve(), root) if leads_inside(link, root) else None
-            )
+            target = root.resolved(f"{shown_dir}/{item.name}")
+            entry["target"] = None if target is None else target.as_posix()
         entries.append(entry)
     return entries
 

@@ -10,21 +10,21 @@ of further image paths, which could reach outside the root.
 from __future__ import annotations
 
 import base64
+import os
 import stat
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened
 from ...services import settings_of
 from ...tools.mcp_results import describe_size
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
-from .workspace import confined
+from .workspace import open_workspace
 
 Languages = Literal["eng", "chi_sim", "eng+chi_sim"]
 Segmentation = Literal["auto", "single_column", "single_block", "single_line", "sparse"]
@@ -157,10 +157,13 @@ async def ocr_image(
     """
     settings = settings_of(ctx.services, OcrSettings)
     chosen: Languages = languages or settings.default_languages
-    root, target = await confined(ctx, path)
-    shown_path = display_path(target, root)
     limit = settings.max_returned_image_bytes if return_image else settings.max_image_bytes
-    data = await anyio.to_thread.run_sync(_read_image, target, shown_path, settings, limit)
+
+    def read() -> tuple[str, bytes]:
+        with open_workspace(ctx) as root, root.open(path) as found:
+            return found.shown, _read_image(found, settings, limit)
+
+    shown_path, data = await anyio.to_thread.run_sync(read)
     mime_type = _mime_type_of(data, shown_path)
     await _check_languages(settings, chosen)
     output = await _run_tesseract(
@@ -199,10 +202,11 @@ async def ocr_image(
     return ToolResult("\n".join(parts), structured=structured)
 
 
-def _read_image(path: Path, shown_path: str, settings: OcrSettings, limit: int) -> bytes:
+def _read_image(found: Opened, settings: OcrSettings, limit: int) -> bytes:
+    shown_path = found.shown
     try:
-        with path.open("rb") as file:
-            info = path.stat()
+        with os.fdopen(found.fd, "rb", closefd=False) as file:
+            info = os.fstat(found.fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ToolError(
                     f"{shown_path!r} is not a regular file; ocr_image reads image files. Use "

@@ -12,14 +12,13 @@ import os
 import stat
 from dataclasses import dataclass, field
 from io import BufferedReader
-from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 from pydantic import Field
 
 from ...errors import ToolError
-from ...safety.paths import display_path
+from ...safety.beneath import Opened
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from .line_index import SMALL_FILE_BYTES, count_lines, index_for, lines_before_end, locate_line
 from .shown_text import (
@@ -31,7 +30,7 @@ from .shown_text import (
     skip_continuation_bytes,
     substitution_note,
 )
-from .workspace import confined
+from .workspace import open_workspace
 
 WINDOW_BYTES = 64 * 1024
 # Characters of file text (with line-number prefixes) in one result; the header and notes fit in
@@ -121,9 +120,12 @@ async def read_file(
             f"read_file got both offset={offset} and byte_offset={byte_offset}; it reads either "
             "by lines or from a byte. Pass only one of them."
         )
-    root, target = await confined(ctx, path)
-    shown_path = display_path(target, root)
-    return await anyio.to_thread.run_sync(_read, target, shown_path, offset, limit, byte_offset)
+
+    def read() -> ToolResult:
+        with open_workspace(ctx) as root, root.open(path) as found:
+            return _read(found, offset, limit, byte_offset)
+
+    return await anyio.to_thread.run_sync(read)
 
 
 @dataclass
@@ -153,11 +155,10 @@ class _Rows:
         return BODY_LIMIT - self.chars - len(f"{label:>6}\t") - 1
 
 
-def _read(
-    path: Path, shown_path: str, offset: int, limit: int, byte_offset: int | None
-) -> ToolResult:
+def _read(found: Opened, offset: int, limit: int, byte_offset: int | None) -> ToolResult:
+    shown_path = found.shown
     try:
-        with path.open("rb") as file:
+        with os.fdopen(found.fd, "rb", closefd=False) as file:
             info = os.fstat(file.fileno())
             if not stat.S_ISREG(info.st_mode):
                 kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"

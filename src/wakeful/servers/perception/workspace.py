@@ -1,13 +1,15 @@
-"""The root a perception tool works under: the services' working directory, confined."""
+"""The root a tool works under: the services' working directory, held open by descriptor.
+
+Tools open paths through :meth:`wakeful.safety.beneath.Root.open` (or `place`, to write), never
+by name after a check, so a symlink swapped in meanwhile cannot lead them out of the root.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
-
 from ...errors import ToolError
-from ...safety.paths import confine
+from ...safety.beneath import Root
 from ...tools.spec import ToolContext
 
 
@@ -21,16 +23,12 @@ def workspace_root(ctx: ToolContext) -> Path:
     return root
 
 
-async def confined(ctx: ToolContext, user_path: str) -> tuple[Path, Path]:
-    """The resolved root and the resolved path under it (see :func:`wakeful.safety.confine`)."""
+def open_workspace(ctx: ToolContext) -> Root:
+    """The workspace root, opened (close it with `with`). Blocks: call it in a worker thread."""
     root = workspace_root(ctx)
-
-    def resolve_both() -> tuple[Path, Path]:
-        return root.resolve(strict=True), confine(root, user_path)
-
     try:
-        return await anyio.to_thread.run_sync(resolve_both)
-    except FileNotFoundError as exc:
+        return Root(root)
+    except (FileNotFoundError, NotADirectoryError) as exc:
         raise ToolError(
             f"The root directory {str(root)!r} no longer exists, so {ctx.tool_name} cannot "
             "work. Restart the server with an existing --root."
