@@ -250,9 +250,9 @@ async def test_a_call_waiting_for_approval_is_listed_and_answered_from_the_conso
 ) -> None:
     from wakeful.tools.shell import run_shell
 
-    (tmp_path / "build").mkdir()
+    (tmp_path / "src").mkdir()
     console = screen()
-    model = ScriptedModel([use(call("run_shell", command="rm -rf build")), say("")])
+    model = ScriptedModel([use(call("run_shell", command="rm -rf src")), say("")])
     rt = Runtime(
         model=model,
         tools=[run_shell],
@@ -270,7 +270,7 @@ async def test_a_call_waiting_for_approval_is_listed_and_answered_from_the_conso
             type_line("clean the build directory")
             await wait_until(lambda: "Approval needed" in printed(console))
             type_line("/approvals")
-            await wait_until(lambda: "rm -rf build" in printed(console).split("/approve")[-1])
+            await wait_until(lambda: "rm -rf src" in printed(console).split("/approve")[-1])
             assert rt.approvals is not None
             (request,) = rt.approvals.pending("main")
             type_line("/approve nope")
@@ -279,5 +279,5 @@ async def test_a_call_waiting_for_approval_is_listed_and_answered_from_the_conso
             await wait_until(lambda: f"Approved {request.id}" in printed(console))
         await rt.wait_idle()
         events = [kind for kind, _, _ in await stored_events(rt)]
-    assert not (tmp_path / "build").exists()
+    assert not (tmp_path / "src").exists()
     assert events == ["user.input"]  # the answers went to the approvals, not to the agent

@@ -54,7 +54,7 @@ def test_json_accepts_the_command_without_double_dash(app: typer.Typer, workspac
 
 def test_words_after_double_dash_are_joined(app: typer.Typer, workspace: Path) -> None:
     result = CliRunner().invoke(
-        app, ["check-command", "--json", "--workspace", str(workspace), "--", "rm", "-rf", "build"]
+        app, ["check-command", "--json", "--workspace", str(workspace), "--", "rm", "-rf", "src"]
     )
     assert json.loads(result.output)["decision"] == "ask"
 
@@ -81,7 +81,7 @@ def test_jsonl_answers_each_line_in_order_and_reports_bad_lines(
         json.dumps(["ls"]),
         json.dumps({"cmd": "rm -rf /"}),
         json.dumps({"cmd": "rm -rf x", "cwd": 3}),
-        json.dumps({"cmd": "rm -rf build", "cwd": str(workspace)}),
+        json.dumps({"cmd": "rm -rf src", "cwd": str(workspace)}),
     ]
     result = CliRunner().invoke(
         app,

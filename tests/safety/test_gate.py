@@ -118,7 +118,7 @@ async def test_a_denied_call_never_runs_and_the_agent_reads_why(tmp_path: Path) 
 
 
 async def test_an_ask_waits_for_the_users_approval_then_runs(tmp_path: Path) -> None:
-    model = ScriptedModel([use(call("pretend_shell", command="rm -rf build")), say("done")])
+    model = ScriptedModel([use(call("pretend_shell", command="rm -rf src")), say("done")])
     async with runtime(model, tmp_path, gate(tmp_path)) as rt:
         await rt.submit(user_input("remove the build directory"))
         question_id = await wait_for_question(rt)
@@ -130,13 +130,13 @@ async def test_an_ask_waits_for_the_users_approval_then_runs(tmp_path: Path) -> 
         texts = [
             m.content for m in rt.sessions["main"].trajectory.messages if isinstance(m, UserMessage)
         ]
-    assert RAN == ["rm -rf build"]
-    assert result.content == "ran rm -rf build (approved=True)"
+    assert RAN == ["rm -rf src"]
+    assert result.content == "ran rm -rf src (approved=True)"
     assert not any(f"/approve {question_id}" in t for t in texts)  # the answer is not a new message
 
 
 async def test_a_declined_call_returns_the_users_reason(tmp_path: Path) -> None:
-    model = ScriptedModel([use(call("pretend_shell", command="rm -rf build")), say("fine")])
+    model = ScriptedModel([use(call("pretend_shell", command="rm -rf src")), say("fine")])
     async with runtime(model, tmp_path, gate(tmp_path)) as rt:
         await rt.submit(user_input("remove the build directory"))
         question_id = await wait_for_question(rt)
@@ -149,7 +149,7 @@ async def test_a_declined_call_returns_the_users_reason(tmp_path: Path) -> None:
 
 
 async def test_nobody_answering_in_time_is_a_no(tmp_path: Path) -> None:
-    model = ScriptedModel([use(call("pretend_shell", command="rm -rf build")), say("ok")])
+    model = ScriptedModel([use(call("pretend_shell", command="rm -rf src")), say("ok")])
     the_gate = gate(tmp_path)
     async with runtime(model, tmp_path, the_gate) as rt:
         assert rt.approvals is not None
@@ -278,12 +278,12 @@ async def test_verification_hooks_add_their_findings_to_the_result(tmp_path: Pat
 
 async def test_without_anyone_to_ask_an_ask_is_refused(tmp_path: Path) -> None:
     the_gate = gate(tmp_path)  # no approvals: as in an MCP server with no person behind it
-    proposed = call("pretend_shell", command="rm -rf build")
+    proposed = call("pretend_shell", command="rm -rf src")
     async with tool_services(tmp_path) as (services, _events):
         ctx = ToolContext("main", proposed.id, proposed.name, services)
 
         async def execute(ctx: ToolContext) -> ToolResult:
-            return await pretend_shell.run({"command": "rm -rf build"}, ctx)
+            return await pretend_shell.run({"command": "rm -rf src"}, ctx)
 
         result = await the_gate.run(pretend_shell, proposed, ctx, execute)
     assert RAN == []

@@ -82,27 +82,27 @@ async def test_it_lists_every_execution_tool_and_writes_then_runs(tmp_path: Path
 
 @pytest.mark.anyio
 async def test_a_command_needing_approval_is_put_to_the_clients_user(tmp_path: Path) -> None:
-    (tmp_path / "build").mkdir()
+    (tmp_path / "src").mkdir()
     asked: list[str] = []
     server = guarded(tmp_path)
     async with Client(server, elicitation_callback=answering(True, asked)) as client:
-        result = await client.call_tool("shell_exec", {"command": "rm -rf build"})
+        result = await client.call_tool("shell_exec", {"command": "rm -rf src"})
     assert not result.is_error, text_of(result)
-    assert not (tmp_path / "build").exists()
+    assert not (tmp_path / "src").exists()
     (question,) = asked
-    assert "Approve shell_exec `rm -rf build`?" in question
+    assert "Approve shell_exec `rm -rf src`?" in question
 
 
 @pytest.mark.anyio
 async def test_a_declined_or_dismissed_approval_runs_nothing(tmp_path: Path) -> None:
-    (tmp_path / "build").mkdir()
+    (tmp_path / "src").mkdir()
     for answer in (False, None):
         asked: list[str] = []
         async with Client(guarded(tmp_path), elicitation_callback=answering(answer, asked)) as c:
-            result = await c.call_tool("shell_exec", {"command": "rm -rf build"})
+            result = await c.call_tool("shell_exec", {"command": "rm -rf src"})
         assert result.is_error
         assert "The user did not approve this call" in text_of(result)
-        assert (tmp_path / "build").is_dir()
+        assert (tmp_path / "src").is_dir()
         assert len(asked) == 1
 
 
@@ -110,13 +110,13 @@ async def test_a_declined_or_dismissed_approval_runs_nothing(tmp_path: Path) -> 
 async def test_a_client_that_cannot_ask_its_user_gets_a_refusal_that_says_why(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "build").mkdir()
+    (tmp_path / "src").mkdir()
     async with Client(guarded(tmp_path)) as client:
-        result = await client.call_tool("shell_exec", {"command": "rm -rf build"})
+        result = await client.call_tool("shell_exec", {"command": "rm -rf src"})
         denied = await client.call_tool("shell_exec", {"command": "rm -rf /"})
     assert result.is_error
     assert "cannot ask one (it does not support elicitation)" in text_of(result)
-    assert (tmp_path / "build").is_dir()
+    assert (tmp_path / "src").is_dir()
     assert denied.is_error
     assert "The safety checks refused this call" in text_of(denied)
 

@@ -322,14 +322,14 @@ async def test_a_command_that_needs_approval_runs_only_when_approved(
 
 def test_short_text_is_kept_whole_and_not_saved(tmp_path: Path) -> None:
     text = "\n".join(str(n) for n in range(200))
-    shown, saved = keep_head_and_tail(text, save_dir=tmp_path / "out", stem="a", root=tmp_path)
+    shown, saved = keep_head_and_tail(text, root=tmp_path, save_as="out/a.txt")
     assert (shown, saved) == (text, None)
     assert not (tmp_path / "out").exists()
 
 
 def test_long_text_keeps_fifty_lines_each_side(tmp_path: Path) -> None:
     text = "\n".join(str(n) for n in range(1, 1001))
-    shown, saved = keep_head_and_tail(text, save_dir=tmp_path / "out", stem="a", root=tmp_path)
+    shown, saved = keep_head_and_tail(text, root=tmp_path, save_as="out/a.txt")
 
     lines = shown.splitlines()
     assert lines[:50] == [str(n) for n in range(1, 51)]
@@ -337,14 +337,14 @@ def test_long_text_keeps_fifty_lines_each_side(tmp_path: Path) -> None:
         lines[50] == "[… 900 lines omitted; full output saved to out/a.txt; read it with read_file]"
     )
     assert lines[51:] == [str(n) for n in range(951, 1001)]
-    assert saved == tmp_path / "out" / "a.txt" and saved.read_text() == text
+    assert saved == "out/a.txt" and (tmp_path / saved).read_text() == text
 
 
 def test_one_huge_line_is_cut_by_characters(tmp_path: Path) -> None:
     text = "y" * 100_000
-    shown, saved = keep_head_and_tail(text, save_dir=tmp_path, stem="b", root=tmp_path)
+    shown, saved = keep_head_and_tail(text, root=tmp_path, save_as="b.txt")
 
     assert len(shown) < 10_500
     assert "characters omitted" in shown
     assert "full output saved to b.txt" in shown
-    assert saved is not None and saved.read_text() == text
+    assert saved is not None and (tmp_path / saved).read_text() == text

@@ -16,6 +16,7 @@ from typing import Final
 from tree_sitter import Parser
 
 from ..verdict import Decision
+from .lexer import remove_continuations
 from .parse import SimpleCommand, parse_script
 from .places import Places
 from .words import Word
@@ -69,6 +70,10 @@ class Analysis:
         self.findings: list[Finding] = []
         self.roles: dict[int, set[str]] = {}
         self.order: list[int] = []
+        self.arithmetic: list[tuple[str, str]] = []
+        self.loop_variables: set[str] = set()
+        self.written: set[str] = set()
+        """Paths commands of this line write, so running one of them later is asked about."""
         self._next_pipeline = 0
 
     # -- reporting ---------------------------------------------------------------------------
@@ -106,6 +111,7 @@ class Analysis:
                 "not checked further",
             )
             return
+        source = remove_continuations(source)
         script = parse_script(
             self.parser,
             source,
@@ -120,9 +126,13 @@ class Analysis:
                 f"could not be parsed (error at {where}); what cannot be parsed cannot be checked"
             )
             if origin is None:
-                self.flag_line(source, "ask", what_failed)
+                self.flag_line(source, "deny", what_failed)
             else:
-                self.flag(origin, "ask", f"holds code {what} that {what_failed}")
+                self.flag(origin, "deny", f"holds code {what} that {what_failed}")
+        for statement, hazard in script.hazards:
+            self.flag_line(statement, "ask", hazard)
+        self.arithmetic.extend(script.arithmetic)
+        self.loop_variables.update(script.loop_variables)
         for function in script.functions:
             if function.forks_itself:
                 self.flag_line(
@@ -160,6 +170,10 @@ class Analysis:
             return
         for rule in self.rules.get(_rule_key(name), ()):
             rule(command, self)
+
+    def knows(self, name: str) -> bool:
+        """Whether rules judge the program `name`."""
+        return _rule_key(name) in self.rules
 
     def derive(self, parent: SimpleCommand, words: Iterable[Word]) -> SimpleCommand | None:
         """The command a wrapper runs (`sudo rm x` → `rm x`), judged like any other; it shares

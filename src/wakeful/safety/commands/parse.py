@@ -11,6 +11,7 @@ the policy does that, because only it knows which command takes a string as code
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Final
@@ -18,7 +19,7 @@ from typing import Final
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from .words import Word, word_of
+from .words import Word, word_of, words_of
 
 __all__ = [
     "FunctionDefinition",
@@ -30,6 +31,13 @@ __all__ = [
 ]
 
 _WRITE_OPERATORS: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+_ARITHMETIC_TESTS: Final = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+# Variables whose value looks like a credential: printing or sending them hands it over.
+SECRET_VARIABLE: Final = re.compile(
+    r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|PRIVATE|CREDENTIAL|AUTH|SESSION|COOKIE|SSH_AUTH_SOCK"
+    r"|_PAT$|^PAT_|_KEY$|_KEY_ID$|DSN$",
+    re.IGNORECASE,
+)
 _ERROR_SNIPPET_CHARS: Final = 40
 
 
@@ -95,6 +103,32 @@ class Script:
     group_redirects: list[tuple[str, Redirect]] = field(default_factory=list)
     functions: list[FunctionDefinition] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    hazards: list[tuple[str, str]] = field(default_factory=list)
+    """`(statement, what)`: expansions that run or reveal what no command shows (`${!x}`,
+    `${x@P}`, `$GITHUB_TOKEN`)."""
+    loop_variables: list[str] = field(default_factory=list)
+    """Names `for NAME in …` and `select NAME in …` set to words only the running shell knows."""
+    arithmetic: list[tuple[str, str]] = field(default_factory=list)
+    """`(statement, expression)`: text bash evaluates as arithmetic, where an array subscript
+    runs the command substitutions in it."""
+
+
+_NUMBER_WORD = re.compile(r"^-?\d+$")
+_NUMBER_RANGE = re.compile(r"^\{-?\d+\.\.-?\d+(?:\.\.-?\d+)?\}$")
+_SEQ = re.compile(r"^\$\(\s*seq(?:\s+-?\d+){1,3}\s*\)$")
+
+
+def _numbers_only(values: list[Node]) -> bool:
+    """Whether a `for` loop's words are all plain numbers: literals, `{1..9}` ranges, or
+    `$(seq …)` with numeric arguments (its output is numbers), so arithmetic on the loop
+    variable evaluates no text. An empty list means "$@", which the line cannot vouch for."""
+    if not values:
+        return False
+    for value in values:
+        text = _node_text(value)
+        if not (_NUMBER_WORD.match(text) or _NUMBER_RANGE.match(text) or _SEQ.match(text)):
+            return False
+    return True
 
 
 @cache
@@ -139,17 +173,147 @@ class _Walker:
 
     def visit(self, node: Node, ctx: _Context) -> None:
         kind = node.type
+        if kind in ("expansion", "simple_expansion"):
+            self.note_expansion(node)
+        elif kind in ("arithmetic_expansion", "c_style_for_statement") or _is_double_paren(node):
+            self.script.arithmetic.append((_node_text(node), _node_text(node)))
+        elif kind == "test_command":
+            self.note_test(node)
+        elif kind == "for_statement":
+            variable = node.child_by_field_name("variable")
+            if variable is not None and not _numbers_only(node.children_by_field_name("value")):
+                self.script.loop_variables.append(_node_text(variable))
         if kind == "command":
             self.visit_command(node, ctx, ())
+        elif kind in ("declaration_command", "unset_command"):
+            self.visit_declaration(node, ctx, ())
         elif kind == "redirected_statement":
             self.visit_redirected(node, ctx)
         elif kind == "pipeline":
             self.visit_pipeline(_pipeline_stages(node), ctx)
         elif kind == "function_definition":
             self.visit_function(node, ctx)
+        elif kind == "variable_assignment" or kind == "variable_assignments":
+            self.visit_bare_assignments(node, ctx, ())
         else:
             for child in node.children:
                 self.visit(child, ctx)
+
+    def note_expansion(self, node: Node) -> None:
+        tokens = [c.type for c in node.children]
+        text = _node_text(node)
+        if len(tokens) > 1 and tokens[0] == "${" and tokens[1] == "!":
+            self.script.hazards.append(
+                (
+                    text,
+                    "expands a variable named by another value (indirection), which can run "
+                    "code and cannot be checked statically",
+                )
+            )
+        if "@" in tokens and any(_node_text(c) == "P" for c in node.children):
+            self.script.hazards.append(
+                (
+                    text,
+                    "expands a value as a prompt (@P), which runs the command substitutions in it",
+                )
+            )
+        for child in node.named_children:
+            if child.type == "variable_name" and SECRET_VARIABLE.search(_node_text(child)):
+                self.script.hazards.append(
+                    (text, f"expands {_node_text(child)}, a variable that looks like a credential")
+                )
+
+    def note_test(self, node: Node) -> None:
+        """`[[ a -eq b ]]` evaluates both sides as arithmetic; `[[ -v a[i] ]]` evaluates i."""
+        stack = list(node.named_children)
+        while stack:
+            part = stack.pop()
+            operators = [_node_text(c) for c in part.children if c.type == "test_operator"]
+            arithmetic = part.type == "binary_expression" and bool(
+                _ARITHMETIC_TESTS.intersection(operators)
+            )
+            if arithmetic or (part.type == "unary_expression" and "-v" in operators):
+                for operand in part.named_children:
+                    if operand.type != "test_operator":
+                        self.script.arithmetic.append((_node_text(node), _node_text(operand)))
+            stack.extend(c for c in part.named_children if c.type.endswith("expression"))
+
+    def visit_declaration(
+        self, node: Node, ctx: _Context, redirect_nodes: tuple[Node, ...] | list[Node]
+    ) -> None:
+        """`export`, `declare`, `local`, `readonly`, `typeset`, `unset`: a simple command whose
+        `NAME=value` arguments are also assignments."""
+        words: list[Word] = []
+        assignments: list[tuple[str, Word]] = []
+        nested: list[Node] = []
+        for child in node.children:
+            if not child.is_named:
+                keyword = _node_text(child)
+                words.append(Word(keyword, keyword))
+            elif child.type == "variable_assignment":
+                name_node = child.child_by_field_name("name")
+                value_node = child.child_by_field_name("value")
+                name = _node_text(name_node) if name_node is not None else ""
+                value = word_of(value_node) if value_node is not None else Word("", "")
+                assignments.append((name, value))
+                text = _node_text(child)
+                words.append(Word(text, None if value.value is None else f"{name}={value.value}"))
+                nested.extend(child.children)
+            else:
+                words.extend(words_of(child))
+                nested.append(child)
+        index = self.next_index
+        self.next_index += 1
+        redirects = [r for r in (_redirect_of(n) for n in redirect_nodes) if r is not None]
+        self.script.commands.append(
+            SimpleCommand(
+                index=index,
+                text=_node_text(node),
+                words=tuple(words),
+                assignments=tuple(assignments),
+                redirects=tuple(redirects),
+                pipes=ctx.pipes,
+                consumer=ctx.consumer,
+                depth=self.depth,
+            )
+        )
+        inner = _Context(ctx.pipes, index, ctx.function)
+        for child in nested:
+            self.visit(child, inner)
+
+    def visit_bare_assignments(
+        self, node: Node, ctx: _Context, redirect_nodes: tuple[Node, ...] | list[Node]
+    ) -> None:
+        """`NAME=value` with no command sets a shell variable (and, exported, the environment
+        of later commands): a command of no words, so the assignment rules see it."""
+        nodes = [node] if node.type == "variable_assignment" else list(node.named_children)
+        assignments: list[tuple[str, Word]] = []
+        for assignment in nodes:
+            if assignment.type != "variable_assignment":
+                continue
+            name_node = assignment.child_by_field_name("name")
+            value_node = assignment.child_by_field_name("value")
+            name = _node_text(name_node) if name_node is not None else ""
+            value = word_of(value_node) if value_node is not None else Word("", "")
+            assignments.append((name, value))
+        index = self.next_index
+        self.next_index += 1
+        redirects = [r for r in (_redirect_of(n) for n in redirect_nodes) if r is not None]
+        command = SimpleCommand(
+            index=index,
+            text=_node_text(node),
+            words=(),
+            assignments=tuple(assignments),
+            redirects=tuple(redirects),
+            pipes=ctx.pipes,
+            consumer=ctx.consumer,
+            depth=self.depth,
+        )
+        self.script.commands.append(command)
+        inner = _Context(ctx.pipes, index, ctx.function)
+        for assignment in nodes:
+            for child in assignment.children:
+                self.visit(child, inner)
 
     def visit_pipeline(self, stages: list[Node], ctx: _Context) -> None:
         pipeline = self.next_pipeline
@@ -185,8 +349,12 @@ class _Walker:
                 )
             return
         if body is None:
-            for child in node.children:
-                self.visit(child, ctx)
+            # `> ~/.bashrc` with no command still opens (and truncates) the file.
+            for redirect_node in redirect_nodes:
+                redirect = _redirect_of(redirect_node)
+                if redirect is not None:
+                    self.script.group_redirects.append((_node_text(node), redirect))
+                self._visit_redirect_children(redirect_node, ctx)
             return
         self._visit_redirected_body(body, redirect_nodes, node, ctx)
 
@@ -195,6 +363,12 @@ class _Walker:
     ) -> None:
         if body.type == "command":
             self.visit_command(body, ctx, redirect_nodes)
+            return
+        if body.type in ("variable_assignment", "variable_assignments"):
+            self.visit_bare_assignments(body, ctx, redirect_nodes)
+            return
+        if body.type in ("declaration_command", "unset_command"):
+            self.visit_declaration(body, ctx, redirect_nodes)
             return
         tail = _tail_command(body)
         if tail is not None:
@@ -222,10 +396,10 @@ class _Walker:
         for i, child in enumerate(node.children):
             fieldname = node.field_name_for_child(i)
             if child.type == "command_name":
-                words.extend(word_of(c) for c in child.children)
+                words.extend(w for c in child.children for w in words_of(c))
                 nested.append(child)
             elif fieldname == "argument":
-                words.append(word_of(child))
+                words.extend(words_of(child))
                 nested.append(child)
             elif child.type == "variable_assignment":
                 name_node = child.child_by_field_name("name")
@@ -233,7 +407,7 @@ class _Walker:
                 name = _node_text(name_node) if name_node is not None else ""
                 value = word_of(value_node) if value_node is not None else Word("", "")
                 assignments.append((name, value))
-                nested.append(child)
+                nested.extend(child.children)
             elif child.type in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
                 redirect_nodes = [*redirect_nodes, child]
             else:
@@ -283,6 +457,13 @@ class _Walker:
         self.visit(body, _Context(ctx.pipes, ctx.consumer, name))
         forks = self.self_calls.get(name, 0) > 0 and _has_fork_token(body)
         self.script.functions.append(FunctionDefinition(name, _node_text(node), forks))
+
+
+def _is_double_paren(node: Node) -> bool:
+    """`(( … ))`: tree-sitter-bash calls it a compound statement opened by `((`."""
+    return (
+        node.type == "compound_statement" and bool(node.children) and node.children[0].type == "(("
+    )
 
 
 def _tail_command(node: Node) -> Node | None:

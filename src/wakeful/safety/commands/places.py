@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from enum import Enum
+from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from typing import Final
 
-from .words import Word
+from .words import HOME_MARK, PWD_MARK, Word
 
 __all__ = ["Location", "Place", "Places"]
 
@@ -38,9 +39,22 @@ _HARMLESS_DEVICE_DIRS: Final = ("/dev/fd/", "/dev/pts/")
 _HOME_CREDENTIALS: Final = (
     ".aws/credentials", ".gnupg", ".netrc", ".git-credentials", ".docker/config.json",
     ".kube/config", ".config/gcloud", ".azure", ".pypirc", ".npmrc", ".config/gh/hosts.yml",
-    ".password-store", ".vault-token",
+    ".password-store", ".vault-token", ".bash_history", ".zsh_history", ".python_history",
+    ".psql_history", ".mysql_history", ".node_repl_history", ".config/hub", ".cargo/credentials",
+    ".cargo/credentials.toml", ".gem/credentials", ".terraform.d/credentials.tfrc.json",
+    ".config/op", ".local/share/keyrings", ".mozilla", ".config/google-chrome",
 )  # fmt: skip
-_SYSTEM_CREDENTIALS: Final = frozenset({"/etc/shadow", "/etc/gshadow", "/etc/sudoers"})
+_SYSTEM_CREDENTIALS: Final = frozenset(
+    {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/shadow-", "/etc/gshadow-"}
+)
+_SYSTEM_SECRET_DIRS: Final = (
+    "/run/secrets",
+    "/var/run/secrets",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+)
+# Per-process files that hold the environment (tokens), memory or the command line.
+_PROC_SECRETS: Final = frozenset({"environ", "mem", "cmdline", "auxv", "maps", "pagemap"})
 _SSH_PUBLIC_NAMES: Final = frozenset({"known_hosts", "config", "authorized_keys"})
 _PRIVATE_KEY_NAMES: Final = frozenset({"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"})
 
@@ -87,11 +101,11 @@ class Places:
     def path_of(self, value: str) -> str | None:
         """`value` as an absolute, normalised, symlink-resolved path; None if it is relative and
         the current directory is unknown."""
-        text = value.replace("${HOME}", self.home)
-        if "${PWD}" in text:
+        text = value.replace(HOME_MARK, self.home)
+        if PWD_MARK in text:
             if self.cwd is None:
                 return None
-            text = text.replace("${PWD}", self.cwd)
+            text = text.replace(PWD_MARK, self.cwd)
         if not text.startswith("/"):
             if self.cwd is None:
                 return None
@@ -104,8 +118,10 @@ class Places:
             return Location(None, None)
         value = word.value
         if word.glob:
-            value = _glob_base(value)
-            path = self.path_of(value)
+            base, rest = _glob_split(value, word.glob_at)
+            if ".." in rest.split("/"):
+                return Location(None, None)  # `build/*/../..`: the pattern climbs past its base
+            path = self.path_of(base)
             if path is None:
                 return Location(None, None)
             # Matching everything under the root or home is as bad as naming them.
@@ -140,9 +156,44 @@ class Places:
             return Place.SYSTEM
         return Place.OUTSIDE
 
+    def may_match_secret(self, word: Word) -> bool:
+        """Whether a glob word's pattern matches a store of secrets (`~/.ssh/id_*`,
+        `/proc/*/environ`)."""
+        if not word.glob or word.value is None:
+            return False
+        pattern = self.path_of(word.value.replace(HOME_MARK, self.home))
+        if pattern is None:
+            return False
+        examples = [
+            os.path.join(self.home, c)
+            for c in (*_HOME_CREDENTIALS, ".ssh/id_rsa", ".ssh/id_ed25519")
+        ]
+        examples += [*_SYSTEM_CREDENTIALS, "/proc/1/environ", "/proc/self/environ", "/proc/1/mem"]
+        return any(fnmatchcase(example, pattern) for example in examples)
+
+    def holds_secrets(self, path: str) -> bool:
+        """Whether the directory `path` holds a store of secrets somewhere below it (the root,
+        the home directory, `/etc`, `~/.ssh`, …): reading it all reads them."""
+        inside = [os.path.join(self.home, c) for c in (*_HOME_CREDENTIALS, ".ssh")]
+        inside += ["/etc/shadow", "/root", "/proc", *_SYSTEM_SECRET_DIRS]
+        return any(p == path or _is_under(p, path) for p in inside)
+
+    def holds_secrets_directly(self, path: str) -> bool:
+        """Whether `path` is a directory of credentials itself (`~/.aws`, `~/.ssh`)."""
+        stores = [os.path.join(self.home, c) for c in (*_HOME_CREDENTIALS, ".ssh/id_rsa")]
+        return any(
+            os.path.dirname(p) == path and path != self.home for p in stores
+        ) or self._is_secret(path)
+
     def _is_secret(self, path: str) -> bool:
         if path in _SYSTEM_CREDENTIALS or path.startswith("/etc/ssh/ssh_host_"):
             return not path.endswith(".pub")
+        if any(path == d or _is_under(path, d) for d in _SYSTEM_SECRET_DIRS):
+            return True
+        if path.startswith("/proc/"):
+            pieces = path.split("/")
+            if len(pieces) >= 4 and pieces[-1] in _PROC_SECRETS:
+                return True
         name = PurePosixPath(path).name
         inside = path == self.workspace or _is_under(path, self.workspace)
         if not inside and (name == ".env" or name.startswith(".env.")):
@@ -162,10 +213,15 @@ def _is_under(path: str, directory: str) -> bool:
     return path.startswith(directory.rstrip("/") + "/")
 
 
-def _glob_base(value: str) -> str:
-    """The directory part before the first glob or brace character (`/etc/pa*` → `/etc`)."""
-    cut = min((value.index(c) for c in "*?[{" if c in value), default=len(value))
+def _glob_split(value: str, glob_at: int) -> tuple[str, str]:
+    """The directory part before the pattern (`/etc/pa*` → `/etc`) and the rest, cut where the
+    first unquoted glob character is (or, not knowing it, the first glob character)."""
+    cut = glob_at
+    if cut < 0:
+        cut = min((value.index(c) for c in "*?[" if c in value), default=len(value))
     head = value[:cut]
+    rest = value[cut:]
     if cut == len(value) or head.endswith("/"):
-        return head.rstrip("/") or ("/" if head.startswith("/") else ".")
-    return os.path.dirname(head) or "."
+        return head.rstrip("/") or ("/" if head.startswith("/") else "."), rest
+    directory = os.path.dirname(head)
+    return directory or ".", value[len(directory) :]

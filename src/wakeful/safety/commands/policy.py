@@ -8,6 +8,7 @@ interpreter one-liners) is judged by built-in rules, then by the extra rules of
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import tempfile
@@ -19,23 +20,37 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..verdict import Decision, Verdict, strictest
 from .analysis import Analysis, Finding, Rule, quote_command
+from .arithmetic import judge_arithmetic
 from .extra_rules import best_match, compile_rules
+from .lexer import refusal
 from .parse import SimpleCommand, new_parser
 from .places import Places
+from .rules_builtins import BUILTIN_RULES
 from .rules_exec import ALWAYS_RULES, EXEC_RULES
 from .rules_files import FILE_RULES, judge_redirects, judge_secret_reads
 from .rules_git import GIT_RULES
 from .rules_network import NETWORK_RULES
+from .rules_project import PROJECT_RULES
+from .rules_tools import TOOL_RULES
 from .shapes import judge_shapes
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CommandDecision", "CommandPolicy", "PolicySettings"]
 
-_RULES: Final[dict[str, tuple[Rule, ...]]] = {
-    **FILE_RULES,
-    **EXEC_RULES,
-    **NETWORK_RULES,
-    **GIT_RULES,
-}
+
+def _merged(*tables: dict[str, tuple[Rule, ...]]) -> dict[str, tuple[Rule, ...]]:
+    """One rule table from several; a command in more than one runs all their rules."""
+    merged: dict[str, tuple[Rule, ...]] = {}
+    for table in tables:
+        for name, rules in table.items():
+            merged[name] = (*merged.get(name, ()), *rules)
+    return merged
+
+
+_RULES: Final[dict[str, tuple[Rule, ...]]] = _merged(
+    FILE_RULES, EXEC_RULES, NETWORK_RULES, GIT_RULES, BUILTIN_RULES, TOOL_RULES, PROJECT_RULES
+)
 _ALWAYS: Final[tuple[Rule, ...]] = (*ALWAYS_RULES, judge_redirects, judge_secret_reads)
 _LOCAL_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
 
@@ -121,7 +136,37 @@ class CommandPolicy:
         self._extra = compile_rules(self.settings.allow, self.settings.ask, self.settings.deny)
 
     def check(self, command: str, *, cwd: Path | None = None) -> CommandDecision:
-        """Judge `command` as bash would run it in `cwd` (default: the workspace)."""
+        """Judge `command` as bash would run it in `cwd` (default: the workspace).
+
+        Never raises: a line bash could not run as written (a NUL byte, invalid Unicode) or one
+        the checker fails on is denied with the reason, because what was not checked is not
+        allowed."""
+        refused = refusal(command)
+        if refused is not None:
+            return CommandDecision("deny", (f"{quote_command(command)} {refused}; deny.",), ())
+        try:
+            return self._check(command, cwd)
+        except RecursionError:
+            return CommandDecision(
+                "deny",
+                (
+                    f"{quote_command(command)} nests deeper than the checker can follow; split "
+                    "it into simpler commands; deny.",
+                ),
+                (),
+            )
+        except Exception as exc:  # fail closed: a checker bug must never allow a command
+            log.exception("the command policy failed on %r; denying it", command)
+            return CommandDecision(
+                "deny",
+                (
+                    f"{quote_command(command)} could not be checked (the checker failed with "
+                    f"{type(exc).__name__}); what cannot be checked is not run; deny.",
+                ),
+                (),
+            )
+
+    def _check(self, command: str, cwd: Path | None) -> CommandDecision:
         workspace = self.settings.workspace if self.settings.workspace is not None else Path.cwd()
         places = Places(
             str(workspace),
@@ -134,6 +179,7 @@ class CommandPolicy:
         )
         analysis.run_script(command, depth=0, origin=None)
         judge_shapes(analysis)
+        judge_arithmetic(analysis)
         return self._decide(analysis)
 
     def _decide(self, analysis: Analysis) -> CommandDecision:

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from typing import Final
 
 from .analysis import Analysis, Rule
-from .hosts import judge_hosts
-from .interpreters import inspect_code, language_of
-from .options import has_option, operands
+from .catalog import judge_program, judge_script, judge_stdin_code
+from .options import has_option, operands, option_values
 from .parse import SimpleCommand
 from .places import Place
 from .rules_files import judge_write
+from .rules_interpreters import judge_interpreter
 from .words import Word
 
 __all__ = ["ALWAYS_RULES", "EXEC_RULES", "SHELLS"]
@@ -28,15 +28,40 @@ _COMMAND_VARIABLES: Final = frozenset(
         "GIT_SSH_COMMAND", "GIT_SSH", "GIT_PAGER", "PAGER", "GIT_EDITOR", "EDITOR", "VISUAL",
         "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND", "BASH_ENV",
         "ENV", "PROMPT_COMMAND", "GIT_SEQUENCE_EDITOR", "MANPAGER", "SUDO_ASKPASS",
+        "PS0", "PS1", "PS2", "PS3", "PS4", "LESSOPEN", "LESSCLOSE", "LESSEDIT", "BROWSER",
+        "SYSTEMD_PAGER", "GIT_DIFF_OPTS", "FCEDIT", "TERMINAL", "SHELL",
     }
 )  # fmt: skip
+# Values of those variables that run nothing but a pager or nothing at all.
+_HARMLESS_COMMANDS: Final = frozenset(
+    {"", "cat", "less", "more", "less -R", "less -FRX", "less -FR", "true", "vim", "vi", "nano",
+     "/bin/cat", "/usr/bin/less"}
+)  # fmt: skip
+# Variables that send traffic elsewhere or change which program or repository is used.
+_REDIRECTING_VARIABLES: Final = frozenset(
+    {
+        "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy",
+        "ftp_proxy", "FTP_PROXY", "RSYNC_PROXY", "RSYNC_RSH", "RSYNC_CONNECT_PROG",
+        "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CONFIG",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES", "CURL_HOME", "WGETRC", "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
+        "NPM_CONFIG_REGISTRY", "npm_config_registry", "CDPATH", "TMPDIR", "HISTFILE",
+    }
+)  # fmt: skip
+_SYSTEM_PATH_DIRS: Final = frozenset(
+    {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"}
+)
 # Variables that load code into the command that it did not ask for.
 _CODE_LOADING_VARIABLES: Final = frozenset(
     {
         "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES",
         "DYLD_LIBRARY_PATH", "PERL5OPT", "PERL5LIB", "NODE_OPTIONS", "PYTHONSTARTUP",
         "RUBYOPT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL",
-        "GIT_CONFIG_SYSTEM", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR",
+        "GIT_CONFIG_SYSTEM", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "PYTHONPATH", "PYTHONHOME",
+        "PYTHONUSERBASE", "PYTHONINSPECT", "NODE_PATH", "RUBYLIB", "PERLLIB", "PERL5DB",
+        "GCONV_PATH", "LD_BIND_NOW", "MALLOC_CHECK_", "GLIBC_TUNABLES", "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS", "CLASSPATH", "GOFLAGS", "RUSTC_WRAPPER", "RUSTFLAGS", "CARGO_HOME",
+        "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MAKEFLAGS", "MFLAGS", "BASH_LOADABLES_PATH",
     }
 )  # fmt: skip
 _POWER: Final = frozenset({"shutdown", "reboot", "halt", "poweroff", "kexec", "killall5"})
@@ -87,7 +112,22 @@ def _judge_variables(
     command: SimpleCommand, assignments: Sequence[tuple[str, Word]], analysis: Analysis
 ) -> None:
     for name, value in assignments:
-        if name in _COMMAND_VARIABLES:
+        if name == "IFS":
+            analysis.flag(
+                command, "ask", "sets IFS, which changes how bash splits every later word"
+            )
+        elif name.startswith("BASH_FUNC_"):
+            analysis.flag(command, "ask", f"defines the exported function {name}, code bash runs")
+        elif name == "PATH":
+            _judge_path(command, value, analysis)
+        elif name in _REDIRECTING_VARIABLES:
+            analysis.flag(
+                command, "ask", f"sets {name}, which sends traffic or reads and writes elsewhere"
+            )
+        elif name in _COMMAND_VARIABLES and value.value in _HARMLESS_COMMANDS:
+            continue
+        elif name in _COMMAND_VARIABLES:
+            analysis.flag(command, "ask", f"sets {name}, a command some program runs")
             if value.value is None:
                 analysis.flag(
                     command,
@@ -101,6 +141,24 @@ def _judge_variables(
                 )
         elif name in _CODE_LOADING_VARIABLES:
             analysis.flag(command, "ask", f"sets {name}, which loads code into the program it runs")
+
+
+def _judge_path(command: SimpleCommand, value: Word, analysis: Analysis) -> None:
+    """`PATH=…` decides which program every later name runs: only system directories and the
+    PATH bash already has keep names meaning what the rules think they mean."""
+    if value.value is None:
+        text = value.text.replace('"', "")
+        pieces = text.split(":")
+        if all(p in ("$PATH", "${PATH}") or p in _SYSTEM_PATH_DIRS for p in pieces):
+            return
+    elif all(p in _SYSTEM_PATH_DIRS for p in value.value.split(":")):
+        return
+    analysis.flag(
+        command,
+        "ask",
+        f"sets PATH to {value.text}, so later command names may run programs from other "
+        "directories, which cannot be checked",
+    )
 
 
 # -- wrappers --------------------------------------------------------------------------------
@@ -161,7 +219,10 @@ def judge_env(command: SimpleCommand, analysis: Analysis) -> None:
         value = args[i].value
         if value is None:
             break
-        if value in ("-u", "--unset", "-C", "--chdir"):
+        if value in ("-C", "--chdir") or value.startswith("--chdir="):
+            analysis.flag(command, "ask", "runs a command in another directory (env -C)")
+            return
+        if value in ("-u", "--unset"):
             i += 2
             continue
         if value in ("-S", "--split-string") and i + 1 < len(args):
@@ -180,6 +241,11 @@ def judge_env(command: SimpleCommand, analysis: Analysis) -> None:
             continue
         break
     _judge_variables(command, assignments, analysis)
+    if i >= len(args):
+        analysis.flag(
+            command, "ask", "prints every variable of the environment, credentials included"
+        )
+        return
     analysis.derive(command, args[i:])
 
 
@@ -213,6 +279,14 @@ def judge_xargs(command: SimpleCommand, analysis: Analysis) -> None:
         ),
         None,
     )
+    for word in args[:start]:
+        value = word.value or ""
+        if value.startswith("-I") and len(value) > 2:
+            replace = value[2:]
+        elif value.startswith("--replace="):
+            replace = value.split("=", 1)[1]
+        elif value in ("-i", "--replace"):
+            replace = "{}"
     payload = list(args[start:]) or [Word("echo", "echo")]
     unknown = Word("<input>", None)
     if replace:
@@ -254,34 +328,31 @@ def _run_string(command: SimpleCommand, word: Word, analysis: Analysis, what: st
 
 
 def judge_shell(command: SimpleCommand, analysis: Analysis) -> None:
-    """`sh`/`bash`/… : a `-c` string is parsed again; a script on standard input (a pipe, a
-    heredoc) is code too; a script only the running shell knows (`bash <(…)`) is asked."""
+    """`sh`/`bash`/… : a `-c` string is parsed again; a script read from standard input (a
+    pipe, a redirection, a heredoc) is asked about (a static heredoc is still judged, so a
+    deny inside it holds); a script file is trusted only inside the workspace."""
     args = list(command.args)
     name = command.name or "sh"
     if name == "busybox":
-        analysis.derive(command, args)
+        analysis.flag(command, "ask", "runs a busybox applet, a program this policy does not judge")
         return
     takes = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
     start = _first_operand(args, takes)
     clusters = [w.value or "" for w in args[:start] if not (w.value or "").startswith("--")]
     runs_string = any("c" in c[1:] for c in clusters if c.startswith("-") and c not in takes)
     reads_stdin = any("s" in c[1:] for c in clusters if c.startswith("-") and c not in takes)
+    if any("i" in c[1:] for c in clusters if c.startswith("-") and c not in takes):
+        analysis.flag(command, "ask", "starts an interactive shell")
+    if option_values(args[:start], ("--rcfile", "--init-file")):
+        analysis.flag(command, "ask", "runs a startup file given on its command line")
     if runs_string:
         if start < len(args):
             _run_string(command, args[start], analysis, f"given to {name} -c")
         return
     if start < len(args) and not reads_stdin and args[start].value != "-":
-        script = args[start]
-        if script.value is None:
-            analysis.give_role(command, "code")
-            analysis.flag(
-                command,
-                "ask",
-                f"runs the script {script.text}, which only the running shell knows and "
-                "cannot be checked statically",
-            )
+        judge_script(command, args[start], analysis, name)
         return
-    analysis.give_role(command, "stdin-code")
+    judge_stdin_code(command, analysis, name)
     if command.stdin_text is not None:
         analysis.run_script(
             command.stdin_text, depth=command.depth + 1, origin=command, what=f"fed to {name}"
@@ -309,18 +380,21 @@ def judge_eval(command: SimpleCommand, analysis: Analysis) -> None:
     )
 
 
+_STDIN_FILES: Final = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "/dev/fd/", "/proc/")
+
+
 def judge_source(command: SimpleCommand, analysis: Analysis) -> None:
-    """`source FILE`/`. FILE` runs a file in this shell; one only the running shell knows
-    (`source <(…)`) is asked."""
-    analysis.give_role(command, "code")
+    """`source FILE`/`. FILE` runs a file in this shell: standard input (`/dev/stdin`) is
+    asked like a pipe into a shell; other files like scripts."""
     found = operands(command.args)
-    if found and found[0].value is None:
-        analysis.flag(
-            command,
-            "ask",
-            f"runs the script {found[0].text}, which only the running shell knows and cannot "
-            "be checked statically",
-        )
+    if not found:
+        return
+    target = found[0]
+    analysis.give_role(command, "code")
+    if target.value is not None and target.value.startswith(_STDIN_FILES):
+        judge_stdin_code(command, analysis, "shell")
+        return
+    judge_script(command, target, analysis, "shell")
 
 
 def judge_alias(command: SimpleCommand, analysis: Analysis) -> None:
@@ -364,18 +438,36 @@ def judge_find(command: SimpleCommand, analysis: Analysis) -> None:
             while end < len(args) and args[end].value not in (";", "+"):
                 end += 1
             payload = args[i + 1 : end]
+            if value in ("-ok", "-okdir") or (
+                payload
+                and (payload[0].value or "").rsplit("/", 1)[-1]
+                in ("rm", "unlink", "shred", "mv", "rmdir", "truncate")
+            ):
+                analysis.flag(command, "ask", "deletes, moves or overwrites every matching file")
             for root in roots:
                 any_file = (
                     Word("{}", None)
                     if root.value is None
                     else Word("{}", root.value.rstrip("/") + "/*", glob=True)
                 )
-                analysis.derive(command, [any_file if w.value == "{}" else w for w in payload])
+                analysis.derive(command, [_fill_braces(w, any_file) for w in payload])
             i = end
         elif value in ("-fprint", "-fprint0", "-fls", "-fprintf") and i + 1 < len(args):
             judge_write(command, args[i + 1], analysis)
             i += 1
         i += 1
+
+
+def _fill_braces(word: Word, any_file: Word) -> Word:
+    """A `-exec` word with `{}` standing for any file under the root, also inside a string
+    (`sh -c 'echo > {}'`)."""
+    if word.value is None or "{}" not in word.value:
+        return word
+    if word.value == "{}":
+        return any_file
+    if any_file.value is None:
+        return Word(word.text, None)
+    return Word(word.text, word.value.replace("{}", any_file.value))
 
 
 def _judge_find_delete(command: SimpleCommand, roots: list[Word], analysis: Analysis) -> None:
@@ -396,102 +488,6 @@ def _judge_find_delete(command: SimpleCommand, roots: list[Word], analysis: Anal
                 "deny",
                 f"deletes files under {location.path}, outside the workspace ({places.workspace})",
             )
-
-
-def judge_interpreter(command: SimpleCommand, analysis: Analysis) -> None:
-    """`python -c`, `perl -e`, `ruby -e`, `node -e`, `php -r`, and programs read from standard
-    input: the code is searched for shelling out, deletes, network use and decoded code."""
-    name = command.name or ""
-    language = language_of(name)
-    if language is None:
-        return
-    args = command.args
-    code_flags = {
-        "Python": ("-c",),
-        "Perl": ("-e", "-E"),
-        "Ruby": ("-e",),
-        "Node": ("-e", "--eval", "-p", "--print"),
-        "PHP": ("-r",),
-    }[language]
-    code: Word | None = None
-    for i, word in enumerate(args):
-        value = word.value
-        if value is None:
-            break
-        if not value.startswith("-") or value in ("-", "--"):
-            break
-        flag = next(
-            (
-                f
-                for f in code_flags
-                if value == f
-                or (
-                    len(f) == 2
-                    and value.startswith("-")
-                    and not value.startswith("--")
-                    and value.endswith(f[1])
-                )
-            ),
-            None,
-        )
-        if flag is not None:
-            code = args[i + 1] if i + 1 < len(args) else Word("", "")
-            break
-        if language == "Python" and value.startswith("-c"):
-            code = Word(value[2:], value[2:])
-            break
-        if language == "Python" and value == "-m":
-            return
-    else:
-        i = len(args)
-    if code is None:
-        script = next(
-            (w for w in args if w.value is None or not w.value.startswith("-") or w.value == "-"),
-            None,
-        )
-        if script is not None and script.value not in ("-",):
-            if script.value is None:
-                analysis.give_role(command, "code")
-                analysis.flag(
-                    command,
-                    "ask",
-                    f"runs the program {script.text}, which only the running shell knows",
-                )
-            return
-        analysis.give_role(command, "stdin-code")
-        if command.stdin_text is None:
-            return
-        code = Word(command.stdin_text, command.stdin_text)
-    analysis.give_role(command, "code")
-    if code.value is None:
-        analysis.flag(
-            command, "ask", f"runs {language} code {code.text} that cannot be checked statically"
-        )
-        return
-    report = inspect_code(language, code.value)
-    for decision, what in report.findings:
-        analysis.flag(command, decision, what)
-    for shell in report.shell_strings:
-        analysis.run_script(
-            shell, depth=command.depth + 1, origin=command, what=f"in the {language} code"
-        )
-    if report.deletes:
-        protected = [
-            p
-            for p in report.paths
-            if analysis.places.locate(Word(p, p.replace("~", "${HOME}", 1))).place
-            not in (Place.WORKSPACE, Place.SCRATCH, None)
-        ]
-        if protected:
-            analysis.flag(
-                command,
-                "deny",
-                f"runs {language} code that deletes files and names {', '.join(protected)}",
-            )
-        else:
-            analysis.flag(command, "ask", f"runs {language} code that deletes files")
-    if report.hosts:
-        judge_hosts(command, report.hosts, analysis, f"runs {language} code that reaches")
 
 
 def judge_decoder(command: SimpleCommand, analysis: Analysis) -> None:
@@ -545,21 +541,21 @@ def judge_systemctl(command: SimpleCommand, analysis: Analysis) -> None:
 
 
 def judge_kill(command: SimpleCommand, analysis: Analysis) -> None:
-    """`kill` of PID 1 (init) or -1 (every process) is denied; other PIDs are the user's."""
+    """`kill`/`pkill`/`killall` signal other processes: asked; PID 1 (init) or -1 (every
+    process) is denied."""
     args = command.args
     first = args[0].value if args else None
+    if command.name == "kill" and first in ("-l", "-L", "--list"):
+        return
     i = 0
     if first in ("-s", "-n"):
         i = 2
     elif first is not None and first.startswith("-") and len(args) > 1:
         i = 1  # a signal: `-9`, `-KILL`, `-SIGKILL`
-    for word in args[i:]:
-        if word.value in ("1", "-1"):
-            analysis.flag(command, "deny", "kills init or every process")
-        elif word.value is None:
-            analysis.flag(
-                command, "ask", f"kills {word.text}, a process that cannot be checked statically"
-            )
+    if command.name == "kill" and any(word.value in ("1", "-1") for word in args[i:]):
+        analysis.flag(command, "deny", "kills init or every process")
+        return
+    analysis.flag(command, "ask", "sends a signal to other processes")
 
 
 def judge_admin(command: SimpleCommand, analysis: Analysis) -> None:
@@ -569,7 +565,7 @@ def judge_admin(command: SimpleCommand, analysis: Analysis) -> None:
     analysis.flag(command, "ask", "changes system administration state")
 
 
-ALWAYS_RULES: Final[tuple[Rule, ...]] = (judge_dynamic_name, judge_assignments)
+ALWAYS_RULES: Final[tuple[Rule, ...]] = (judge_dynamic_name, judge_assignments, judge_program)
 
 EXEC_RULES: Final[dict[str, tuple[Rule, ...]]] = {
     "sudo": (judge_sudo,),
@@ -595,11 +591,15 @@ EXEC_RULES: Final[dict[str, tuple[Rule, ...]]] = {
     "alias": (judge_alias,),
     "find": (judge_find,),
     **{name: (judge_interpreter,) for name in ("python", "perl", "ruby", "node", "nodejs", "php")},
+    "python3": (judge_interpreter,),
     **{name: (judge_decoder,) for name in _DECODERS},
     **{name: (judge_power,) for name in _POWER},
     "init": (judge_init,),
     "telinit": (judge_init,),
     "systemctl": (judge_systemctl,),
     "kill": (judge_kill,),
+    "pkill": (judge_kill,),
+    "killall": (judge_kill,),
+    "skill": (judge_kill,),
     **{name: (judge_admin,) for name in _ADMIN},
 }

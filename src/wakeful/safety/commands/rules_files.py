@@ -16,7 +16,7 @@ from .analysis import Analysis, Rule
 from .options import has_option, operands, option_values
 from .parse import Redirect, SimpleCommand
 from .places import Location, Place
-from .words import Word
+from .words import HOME_MARK, Word
 
 __all__ = ["FILE_RULES", "judge_group_redirect", "judge_redirects", "judge_secret_reads"]
 
@@ -75,10 +75,38 @@ def judge_delete(command: SimpleCommand, analysis: Analysis) -> None:
             analysis.flag(
                 command, decision, f"{verb} {location.path}, outside the workspace ({workspace})"
             )
-        elif place is Place.WORKSPACE_ROOT:
-            analysis.flag(command, "ask", f"{verb} the whole workspace ({workspace})")
-        elif recursive:
-            analysis.flag(command, "ask", f"{verb} {location.path}, {place.value if place else ''}")
+        elif place is Place.WORKSPACE_ROOT or (word.glob and location.path == workspace):
+            if recursive or (word.glob and not (word.value or "").startswith(("*.", "./*."))):
+                analysis.flag(command, "ask", f"{verb} the whole workspace ({workspace})")
+        elif (
+            recursive
+            and location.path is not None
+            and not _is_build_output(location.path, workspace)
+        ):
+            analysis.flag(
+                command,
+                "ask",
+                f"{verb} {location.path}, inside the workspace but not a build output or cache "
+                "that a build recreates",
+            )
+
+
+# Directories a build, a test run or an install recreates: deleting them loses nothing.
+_BUILD_OUTPUTS: Final = frozenset(
+    {
+        "build", "dist", "target", "out", "node_modules", "__pycache__", ".pytest_cache",
+        ".mypy_cache", ".ruff_cache", ".tox", ".nox", "htmlcov", "coverage", ".coverage", ".next",
+        ".nuxt", ".parcel-cache", ".turbo", ".cache", ".gradle", ".eggs", "_build", "site",
+        ".venv", "venv", ".hypothesis", "tmp", ".tmp", "bin", "obj", "cmake-build-debug",
+        "cmake-build-release", ".svelte-kit", ".angular", "storybook-static",
+    }
+)  # fmt: skip
+
+
+def _is_build_output(path: str, workspace: str) -> bool:
+    relative = path[len(workspace.rstrip("/")) + 1 :]
+    parts = relative.split("/")
+    return any(p in _BUILD_OUTPUTS or p.endswith(".egg-info") for p in parts)
 
 
 def judge_shred(command: SimpleCommand, analysis: Analysis) -> None:
@@ -212,7 +240,11 @@ def _write_verdict(
     location = analysis.places.locate(word)
     if not location.known:
         return None if creates_only else ("ask", _unknown("writes to", word))
+    if location.path is not None:
+        analysis.written.add(location.path)
     place = location.place
+    if location.path is not None and location.path.startswith(("/dev/tcp/", "/dev/udp/")):
+        return "deny", f"sends output to the network through {location.path}"
     if place in _SAFE_TO_WRITE:
         return None
     if place in _NEVER_TOUCH:
@@ -222,9 +254,12 @@ def _write_verdict(
 
 
 def _secret_verdict(word: Word, analysis: Analysis) -> tuple[Decision, str] | None:
-    location = analysis.places.locate(word)
-    if location.place is Place.SECRET:
-        return "deny", f"reads {location.path}, a store of secrets"
+    places = analysis.places
+    location = places.locate(word)
+    if location.place is Place.SECRET or places.may_match_secret(word):
+        return "deny", f"reads {location.path or word.text}, a store of secrets"
+    if location.path is not None and location.path.startswith(("/dev/tcp/", "/dev/udp/")):
+        return "ask", f"opens a network connection through {location.path}"
     return None
 
 
@@ -253,19 +288,49 @@ def judge_group_redirect(statement: str, redirect: Redirect, analysis: Analysis)
         analysis.flag_line(statement, *verdict)
 
 
+# Commands whose operands are files they read: an operand only the running shell knows may be
+# a store of secrets (`cat $(echo ~/.ssh/id_rsa)`, `xargs cat`).
+_FILE_READERS: Final = frozenset(
+    {
+        "cat", "head", "tail", "less", "more", "nl", "tac", "od", "xxd", "hexdump", "strings",
+        "base64", "base32", "basenc", "cp", "scp", "rsync", "tar", "zip", "gzip", "bzip2", "xz",
+        "zstd", "grep", "egrep", "fgrep", "rg", "sort", "uniq", "wc", "cut", "paste", "diff",
+        "cmp", "comm", "jq", "awk", "sed", "source", ".", "md5sum", "sha1sum", "sha256sum",
+        "sha512sum", "file", "curl", "nc", "openssl", "gpg", "dd", "tee", "mv", "ln", "install",
+    }
+)  # fmt: skip
+
+
 def judge_secret_reads(command: SimpleCommand, analysis: Analysis) -> None:
-    """Any argument naming a store of secrets, also as `--opt=PATH` or `key=PATH`."""
+    """Any argument naming a store of secrets, also as `--opt=PATH` or `key=PATH`, resolved
+    against the command's directory (so `cd ~/.ssh && cat id_rsa` is seen); for programs that
+    read their operands, an operand only the running shell knows is asked about."""
+    reader = command.name in _FILE_READERS
     for word in command.args:
         value = word.value
         if value is None:
+            if reader and not word.text.startswith("-"):
+                analysis.flag(command, "ask", _unknown("reads", word))
+                reader = False  # once is enough
             continue
-        if "=" in value and not value.startswith(("/", "~", "${HOME}")):
+        if "=" in value and not value.startswith(("/", "~", HOME_MARK)):
             value = value.split("=", 1)[1]
         value = value.removeprefix("@")  # curl -d @FILE, -F field=@FILE
-        if value.startswith(("/", "${HOME}", ".")) or "/" in value:
-            verdict = _secret_verdict(Word(word.text, value, word.glob), analysis)
-            if verdict is not None:
-                analysis.flag(command, *verdict)
+        if value.startswith("if="):
+            value = value[3:]
+        if not value or value.startswith("-"):
+            continue
+        verdict = _secret_verdict(
+            Word(
+                word.text,
+                value,
+                word.glob,
+                word.glob_at - (len(word.value or "") - len(value)) if word.glob_at >= 0 else -1,
+            ),
+            analysis,
+        )
+        if verdict is not None:
+            analysis.flag(command, *verdict)
 
 
 def judge_cd(command: SimpleCommand, analysis: Analysis) -> None:
@@ -276,8 +341,8 @@ def judge_cd(command: SimpleCommand, analysis: Analysis) -> None:
     if command.name == "popd" or (found and found[0].value in (None, "-")):
         places.cwd = None
         return
-    target = found[0].value if found else "${HOME}"
-    places.cwd = places.path_of(target or "${HOME}")
+    target = found[0].value if found else HOME_MARK
+    places.cwd = places.path_of(target or HOME_MARK)
 
 
 FILE_RULES: Final[dict[str, tuple[Rule, ...]]] = {

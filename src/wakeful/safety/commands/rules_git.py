@@ -12,8 +12,10 @@ from typing import Final
 
 from .analysis import Analysis, Rule
 from .hosts import host_of_remote, judge_hosts
-from .options import has_option, operands
+from .options import has_option, operands, option_values
 from .parse import SimpleCommand
+from .places import Place
+from .rules_files import judge_write
 from .words import Word
 
 __all__ = ["GIT_RULES"]
@@ -31,6 +33,37 @@ _EXEC_KEYS: Final = re.compile(
     r"|pager\..+|web\.browser|browser\..+\.(?:cmd|path)|man\..+\.(?:cmd|path)|ssh\.variant"
     r"|http\..*proxy|url\..+\.insteadof|submodule\..+\.update)$"
 )
+# Configuration keys safe to set for one command: they change output and defaults only.
+_HARMLESS_KEYS: Final = re.compile(
+    r"^(?:color\..+|advice\..+|user\.(?:name|email)|core\.(?:quotepath|autocrlf|safecrlf|abbrev)"
+    r"|init\.defaultbranch|column\..+|diff\.(?:renames|noprefix|mnemonicprefix|algorithm|colormoved)"
+    r"|merge\.conflictstyle|log\.(?:date|decorate|follow)|format\.pretty|pull\.(?:rebase|ff)"
+    r"|commit\.(?:gpgsign|verbose)|tag\.gpgsign|fetch\.prune|rebase\.(?:autosquash|autostash)"
+    r"|status\.(?:short|branch|showuntrackedfiles)|i18n\..+|blame\..+|grep\.(?:linenumber|extendedregexp))$"
+)
+_RUNS_OR_WRITES: Final = {
+    "bisect": ("run",),
+    "difftool": (),
+    "mergetool": (),
+    "filter-branch": (),
+    "filter-repo": (),
+    "credential": (),
+    "credential-store": (),
+    "credential-cache": (),
+    "send-email": (),
+    "daemon": (),
+    "instaweb": (),
+    "update-ref": ("-d",),
+    "reflog": ("expire", "delete"),
+    "gc": ("--prune=now",),
+    "replace": (),
+    "p4": (),
+    "svn": (),
+    "cvsimport": (),
+    "archimport": (),
+    "quiltimport": (),
+    "remote-ext": (),
+}
 _NETWORK_SUBCOMMANDS: Final = frozenset({"push", "fetch", "pull", "clone", "ls-remote"})
 _OPTION_VALUES: Final = frozenset(
     {"-o", "--push-option", "--receive-pack", "--upload-pack", "--exec", "-b", "--branch",
@@ -51,6 +84,21 @@ def judge_git(command: SimpleCommand, analysis: Analysis) -> None:
             _judge_config(command, args[i + 1], analysis)
         elif value.startswith("-c") and len(value) > 2:
             _judge_config(command, Word(args[i].text, value[2:]), analysis)
+        elif value in ("-C", "--git-dir", "--work-tree") or value.startswith(
+            ("--git-dir=", "--work-tree=")
+        ):
+            target = (
+                args[i + 1]
+                if "=" not in value and i + 1 < len(args)
+                else Word(value, value.split("=", 1)[-1])
+            )
+            place = analysis.places.locate(target).place
+            if place not in (Place.WORKSPACE, Place.WORKSPACE_ROOT):
+                analysis.flag(
+                    command,
+                    "ask",
+                    f"works on the repository or tree at {target.text}, outside the workspace",
+                )
         elif value.startswith("--config-env") or value.startswith("--exec-path="):
             analysis.flag(command, "ask", f"changes git's configuration or programs with {value}")
         i += 2 if value in _GLOBAL_VALUES else 1
@@ -65,6 +113,29 @@ def judge_git(command: SimpleCommand, analysis: Analysis) -> None:
             f"runs the git command {args[i].text}, which cannot be checked statically",
         )
         return
+    if sub in _RUNS_OR_WRITES:
+        needles = _RUNS_OR_WRITES[sub]
+        if not needles or any(w.value in needles for w in rest):
+            analysis.flag(
+                command,
+                "ask",
+                f"runs git {sub}, which runs programs, rewrites history, handles credentials or "
+                "reaches outside the workspace",
+            )
+    if sub == "grep" and (
+        option_values(rest, ("-O", "--open-files-in-pager"))
+        or has_option(rest, long=("--open-files-in-pager",))
+        or any((w.value or "").startswith("-O") for w in rest)
+    ):
+        analysis.flag(command, "ask", "opens the matches in a pager command it is given")
+    if has_option(rest, long=("--output",)) or option_values(rest, ("--output",)):
+        analysis.flag(command, "ask", "writes its output to a file it is given (--output)")
+        for output in option_values(rest, ("--output",)):
+            judge_write(command, output, analysis)
+    for directory in (
+        option_values(rest, ("-o", "--output-directory")) if sub == "format-patch" else []
+    ):
+        judge_write(command, directory, analysis)
     if sub == "config":
         _judge_config_command(command, rest, analysis)
     elif sub == "push":
@@ -132,11 +203,26 @@ def _judge_config(command: SimpleCommand, setting: Word, analysis: Analysis) -> 
             f"sets the git configuration {key}, which makes git run a program "
             "(configuration injection)",
         )
+    elif not _HARMLESS_KEYS.match(key):
+        analysis.flag(
+            command,
+            "ask",
+            f"sets the git configuration {key} for this command, which may change what git runs "
+            "or where it writes or connects",
+        )
 
 
 def _judge_config_command(
     command: SimpleCommand, rest: tuple[Word, ...], analysis: Analysis
 ) -> None:
+    if has_option(rest, long=("--global", "--system", "--file", "--blob")) or option_values(
+        rest, ("-f", "--file")
+    ):
+        analysis.flag(command, "ask", "changes or reads git configuration outside the repository")
+    if any(
+        "credential" in (w.value or "").lower() or "url" in (w.value or "").lower() for w in rest
+    ):
+        analysis.flag(command, "ask", "reads or changes credential or remote configuration")
     found = operands(rest, ("-f", "--file", "--blob", "--type", "--default", "--comment"))
     if found and found[0].value in ("set", "--add", "add"):
         found = found[1:]
@@ -177,6 +263,13 @@ def _judge_remote(
 ) -> None:
     found = operands(rest, _OPTION_VALUES)
     remote = found[0] if found else Word("origin", "origin")
+    if remote.value is not None and "::" in remote.value and "://" not in remote.value:
+        analysis.flag(
+            command, "ask", f"uses the remote helper in {remote.text}, which runs a program"
+        )
+        return
+    if sub == "clone" and len(found) > 1:
+        judge_write(command, found[1], analysis)
     if remote.value is None:
         judge_hosts(command, [None], analysis, f"talks (git {sub}) to")
         return
@@ -184,7 +277,7 @@ def _judge_remote(
     if host is not None:
         judge_hosts(command, [host.split("@")[-1]], analysis, f"talks (git {sub}) to")
     elif (
-        not remote.value.startswith(("/", ".", "~", "file://", "${HOME}"))
+        not remote.value.startswith(("/", ".", "~", "file://", "\x00"))
         and "*" not in analysis.allowed_hosts
     ):
         analysis.flag(

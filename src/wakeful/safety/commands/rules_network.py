@@ -67,6 +67,23 @@ def judge_download(command: SimpleCommand, analysis: Analysis) -> None:
     name = command.name
     args = command.args
     analysis.give_role(command, "download")
+    redirecting = (
+        "-x", "--proxy", "--preproxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname",
+        "--connect-to", "--resolve", "--doh-url", "-K", "--config", "--unix-socket",
+        "--abstract-unix-socket", "-e", "--execute", "--use-askpass", "--post-file", "-T",
+        "--upload-file", "-i", "--input-file",
+    )  # fmt: skip
+    if option_values(args, redirecting) or has_option(
+        args, long=[o for o in redirecting if o.startswith("--")]
+    ):
+        analysis.flag(
+            command,
+            "ask",
+            "uses a proxy, a name override, a socket, a config file or an upload given on its "
+            "command line, so where it connects or what it sends cannot be checked",
+        )
+    if any((w.value or "").lower().startswith("file:") for w in args):
+        analysis.flag(command, "ask", "reads local files through a file:// URL")
     if name == "curl":
         urls = operands(args, _CURL_VALUES) + option_values(args, ("--url",))
         outputs = option_values(args, ("-o", "--output"))
@@ -120,6 +137,10 @@ def judge_ssh(command: SimpleCommand, analysis: Analysis) -> None:
     _judge_ssh_options(command, args, analysis)
     found = operands(args, _SSH_VALUES)
     hosts: list[str | None] = []
+    if option_values(args, ("-F", "-L", "-R", "-D", "-W", "-w")):
+        analysis.flag(command, "ask", "uses a config file, forwards ports or tunnels traffic")
+    if len(found) > 1 or has_option(args, "tN"):
+        analysis.flag(command, "ask", "runs a command on another machine")
     if found:
         value = found[0].value
         hosts.append(_strip_user(value) if value is not None else None)
@@ -198,6 +219,8 @@ def judge_copy_remote(command: SimpleCommand, analysis: Analysis) -> None:
             ),
         )
         for shell in option_values(args, ("-e", "--rsh")):
+            if shell.value is None or not shell.value.startswith("ssh"):
+                analysis.flag(command, "ask", f"runs {shell.text} as its remote shell")
             if shell.value is None:
                 analysis.flag(
                     command,
@@ -236,7 +259,69 @@ def judge_remote_login(command: SimpleCommand, analysis: Analysis) -> None:
         )
 
 
+def judge_name_lookup(command: SimpleCommand, analysis: Analysis) -> None:
+    """`ping`, `dig`, `nslookup`, `host`, `traceroute`, `whois`, `getent hosts`: the names they
+    look up leave the machine (DNS), so a name built from data exfiltrates it."""
+    args = command.args
+    found = [
+        w
+        for w in operands(
+            args,
+            ("-c", "-i", "-W", "-w", "-t", "-p", "-s", "-I", "-q", "-m", "-f", "-b", "-k", "-y"),
+        )
+        if w.value is None or not w.value.isdigit()
+    ]
+    if command.name == "getent" and found:
+        found = found[1:]
+    hosts: list[str | None] = []
+    for word in found:
+        value = word.value
+        if value is None:
+            hosts.append(None)
+        elif value.startswith("@"):
+            hosts.append(value[1:])
+        elif value.lower() not in (
+            "a",
+            "aaaa",
+            "mx",
+            "ns",
+            "txt",
+            "any",
+            "soa",
+            "cname",
+            "ptr",
+            "srv",
+        ):
+            hosts.append(value)
+    judge_hosts(command, hosts, analysis, "looks up")
+
+
+def judge_openssl(command: SimpleCommand, analysis: Analysis) -> None:
+    """`openssl s_client`/`s_server` talk to the network."""
+    if command.args and command.args[0].value in ("s_client", "s_server", "s_time", "ocsp"):
+        analysis.flag(command, "ask", "opens a network connection")
+
+
 NETWORK_RULES: Final[dict[str, tuple[Rule, ...]]] = {
+    **{
+        name: (judge_name_lookup,)
+        for name in (
+            "ping",
+            "ping6",
+            "dig",
+            "nslookup",
+            "host",
+            "traceroute",
+            "traceroute6",
+            "tracepath",
+            "whois",
+            "getent",
+            "mtr",
+            "arping",
+            "drill",
+        )
+    },
+    "openssl": (judge_openssl,),
     **{name: (judge_download,) for name in ("curl", "wget", "http", "https", "aria2c", "fetch")},
     **{name: (judge_netcat,) for name in ("nc", "ncat", "netcat", "socat")},
     "ssh": (judge_ssh,),

@@ -25,6 +25,16 @@ def judge_shapes(analysis: Analysis) -> None:
         for pipeline, stage in command.pipes:
             stages.setdefault(pipeline, []).append((stage, command.index))
     for command in commands:
+        if "stdin-code" in analysis.roles.get(command.index, set()):
+            for pipeline, stage in command.pipes:
+                for later_stage, index in stages[pipeline]:
+                    if later_stage > stage and "download" in analysis.roles.get(index, set()):
+                        analysis.flag_line(
+                            f"{command.text} | … {commands[index].text}",
+                            "deny",
+                            "connects a shell's input and output to the network (a reverse shell)",
+                        )
+    for command in commands:
         roles = analysis.roles.get(command.index, set())
         feeds = next((label for role, label in _FEEDS.items() if role in roles), None)
         if feeds is None:

@@ -1,24 +1,35 @@
-"""The static value of one shell word: what bash would pass after quote removal, or "unknown".
+"""The static value of one shell word: what bash would pass after brace expansion, tilde
+expansion and quote removal, or "unknown".
 
 A word whose value depends on the running shell (a variable, a command or process substitution,
-arithmetic) has no static value; the policy must then ask instead of guessing. Quoting is
-removed exactly as bash does (`r''m`, `\\rm` and `"rm"` are all `rm`), so quoting cannot hide a
-command name. An unquoted glob or brace pattern is marked, because it names more than one path.
+arithmetic, `~user`) has no static value; the policy must then ask instead of guessing. Quoting
+is removed exactly as bash does (`r''m`, `\\rm` and `"rm"` are all `rm`), so quoting cannot hide a
+command name. Brace expansion turns one written word into several (`{rm,-rf,/}` is three words),
+as in bash. An unquoted glob character is marked with its position, because the word then names
+every path it matches; quoted ones (and the home directory placeholder) are not patterns.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Final
 
 from tree_sitter import Node
 
-__all__ = ["Word", "word_of"]
+__all__ = ["HOME_MARK", "PWD_MARK", "Word", "word_of", "words_of"]
 
-_GLOB_CHARS: Final = frozenset("*?[{")
-# Variables whose value is the same for the whole check, so a path built on them stays static.
-_KNOWN_VARIABLES: Final = frozenset({"HOME", "PWD"})
+HOME_MARK: Final = "\x00HOME\x00"
+"""Stands for the home directory in a value; NUL never occurs in a checked line."""
+PWD_MARK: Final = "\x00PWD\x00"
+"""Stands for the current directory in a value."""
+
+_GLOB_CHARS: Final = frozenset("*?[")
+_KNOWN_VARIABLES: Final = {"HOME": HOME_MARK, "PWD": PWD_MARK}
+_MAX_EXPANSIONS: Final = 64
+_ASSIGNMENT_LIKE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+_SEQUENCE: Final = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?$")
 _ANSI_C_ESCAPE: Final = re.compile(
     r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
 )
@@ -39,33 +50,62 @@ _ANSI_C_SIMPLE: Final = {
 }
 _DOUBLE_QUOTE_ESCAPES: Final = frozenset('$`"\\\n')
 
+# A value under construction: its characters and, for each, whether it was unquoted.
+_Chars = tuple[str, tuple[bool, ...]]
+
 
 @dataclass(frozen=True, slots=True)
 class Word:
-    """One shell word: `text` as written, `value` after quote removal (None when only the running
-    shell knows it), and whether an unquoted glob or brace pattern makes it name several paths.
+    """One shell word: `text` as written, `value` after expansion and quote removal (None when
+    only the running shell knows it), and whether an unquoted glob makes it name several paths
+    (`glob_at`: where in `value` the pattern starts; -1 when unknown or none).
 
-    Only `$HOME`, `$PWD` and a leading `~` keep a word static: `value` then holds a `${HOME}` or
-    `${PWD}` placeholder that the policy resolves to the paths of the check."""
+    Only `$HOME`, `$PWD`, `~` and `~+` keep a word static: `value` then holds :data:`HOME_MARK`
+    or :data:`PWD_MARK`, which the policy resolves to the paths of the check."""
 
     text: str
     value: str | None
     glob: bool = False
+    glob_at: int = -1
 
     @property
     def static(self) -> bool:
         return self.value is not None
 
 
-def word_of(node: Node) -> Word:
-    """The word a tree-sitter-bash argument node stands for."""
+def words_of(node: Node) -> list[Word]:
+    """The words a tree-sitter-bash argument node stands for, brace expansion applied."""
     text = _text(node)
     parts = _value_parts(node)
     if parts is None:
+        return [Word(text, None)]
+    expanded = _expand_braces(_chars_of(parts))
+    if expanded is None:
+        return [Word(text, None)]
+    return [_finish(text, chars) for chars in expanded]
+
+
+def word_of(node: Node) -> Word:
+    """The one word a node stands for (a redirection target, an assignment's value); a brace
+    pattern that expands to several words is unknown, as bash refuses it ("ambiguous")."""
+    found = words_of(node)
+    return found[0] if len(found) == 1 else Word(_text(node), None)
+
+
+def _finish(text: str, chars: _Chars) -> Word:
+    tilded = _expand_tilde(chars)
+    if tilded is None:
         return Word(text, None)
-    value = "".join(piece for piece, _ in parts)
-    glob = any(unquoted and any(c in _GLOB_CHARS for c in piece) for piece, unquoted in parts)
-    return Word(text, value, glob)
+    value, unquoted = tilded
+    glob_at = next(
+        (
+            i
+            for i, (c, free) in enumerate(zip(value, unquoted, strict=True))
+            if free and c in _GLOB_CHARS
+        ),
+        -1,
+    )
+    return Word(text, value, glob_at >= 0, glob_at)
 
 
 def _text(node: Node) -> str:
@@ -73,16 +113,18 @@ def _text(node: Node) -> str:
     return raw.decode("utf-8", "replace") if raw is not None else ""
 
 
+def _chars_of(parts: list[tuple[str, bool]]) -> _Chars:
+    value = "".join(piece for piece, _ in parts)
+    flags = tuple(free for piece, free in parts for _ in piece)
+    return value, flags
+
+
 def _value_parts(node: Node) -> list[tuple[str, bool]] | None:
     """The pieces of a word's value, each with whether it was unquoted; None when dynamic."""
     kind = node.type
     if kind == "word":
-        text = _text(node)
-        home, rest = _split_tilde(text)
-        if home:
-            return [(home, False), (_unescape(rest), True)]
-        return [(_unescape(text), True)]
-    if kind in ("number", "file_descriptor"):
+        return _word_parts(_text(node))
+    if kind in ("number", "file_descriptor", "brace_expression"):
         return [(_text(node), True)]
     if kind == "raw_string":
         return [(_text(node)[1:-1], False)]
@@ -99,17 +141,33 @@ def _value_parts(node: Node) -> list[tuple[str, bool]] | None:
             parts.extend(child_parts)
         return parts
     if kind in ("simple_expansion", "expansion"):
-        name = _expansion_variable(node)
-        return [(f"${{{name}}}", False)] if name in _KNOWN_VARIABLES else None
+        mark = _KNOWN_VARIABLES.get(_expansion_variable(node))
+        return [(mark, False)] if mark is not None else None
     # command_substitution, process_substitution, arithmetic_expansion, a lone `$`, and any node
     # type this module does not know: only the running shell can tell.
     return None
 
 
+def _word_parts(text: str) -> list[tuple[str, bool]]:
+    """An unquoted word: backslash-escaped characters are quoted, the rest free."""
+    parts: list[tuple[str, bool]] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            if text[i + 1] != "\n":
+                parts.append((text[i + 1], False))
+            i += 2
+            continue
+        parts.append((char, True))
+        i += 1
+    return parts
+
+
 def _string_parts(node: Node) -> list[tuple[str, bool]] | None:
     parts: list[tuple[str, bool]] = []
     for child in node.children:
-        if child.type == '"':
+        if child.type in ('"', '$"'):
             continue
         if child.type == "string_content":
             parts.append((_unescape(_text(child), _DOUBLE_QUOTE_ESCAPES), False))
@@ -123,22 +181,127 @@ def _string_parts(node: Node) -> list[tuple[str, bool]] | None:
 
 def _expansion_variable(node: Node) -> str:
     """The variable name of `$NAME` or `${NAME}`; "" for anything fancier (`${x:-y}`, `${#x}`)."""
-    named = [c for c in node.named_children]
+    named = list(node.named_children)
     if len(named) == 1 and named[0].type in ("variable_name", "special_variable_name"):
         has_operator = any(not c.is_named and c.type not in ("$", "${", "}") for c in node.children)
         return "" if has_operator else _text(named[0])
     return ""
 
 
-def _split_tilde(text: str) -> tuple[str, str]:
-    """A leading unquoted `~` or `~user` as the home directory it expands to, and the rest;
-    the policy resolves the `${HOME}` placeholder."""
-    if text == "~" or text.startswith("~/"):
-        return "${HOME}", text[1:]
-    if text.startswith("~") and not text.startswith(("~+", "~-")):
-        user, slash, rest = text[1:].partition("/")
-        return f"/home/{user}", slash + rest
-    return "", text
+def _expand_braces(chars: _Chars) -> list[_Chars] | None:
+    """Bash's brace expansion over the unquoted braces; None past the expansion limit."""
+    done: list[_Chars] = []
+    pending = [chars]
+    while pending:
+        current = pending.pop(0)
+        alternatives = _first_brace(current)
+        if alternatives is None:
+            done.append(current)
+        else:
+            pending[0:0] = alternatives
+        if len(done) + len(pending) > _MAX_EXPANSIONS:
+            return None
+    return done
+
+
+def _first_brace(chars: _Chars) -> list[_Chars] | None:
+    value, free = chars
+    for start, char in enumerate(value):
+        if (
+            char != "{"
+            or not free[start]
+            or (start > 0 and value[start - 1] == "$" and free[start - 1])
+        ):
+            continue
+        depth = 0
+        commas: list[int] = []
+        for end in range(start, len(value)):
+            if not free[end]:
+                continue
+            if value[end] == "{":
+                depth += 1
+            elif value[end] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif value[end] == "," and depth == 1:
+                commas.append(end)
+        else:
+            return None
+        head = (value[:start], free[:start])
+        tail = (value[end + 1 :], free[end + 1 :])
+        if commas:
+            bounds = [start, *commas, end]
+            pieces = [(value[a + 1 : b], free[a + 1 : b]) for a, b in itertools.pairwise(bounds)]
+        else:
+            inner = value[start + 1 : end]
+            if not all(free[start + 1 : end]):
+                continue
+            sequence = _sequence(inner)
+            if sequence is None:
+                continue
+            pieces = [(item, (True,) * len(item)) for item in sequence]
+        return [(head[0] + p[0] + tail[0], head[1] + p[1] + tail[1]) for p in pieces]
+    return None
+
+
+def _sequence(inner: str) -> list[str] | None:
+    match = _SEQUENCE.match(inner)
+    if match is None:
+        return None
+    first, last, step_text = match.group(1), match.group(2), match.group(3)
+    step = abs(int(step_text)) if step_text else 1
+    step = step or 1
+    if first.lstrip("-").isdigit() and last.lstrip("-").isdigit():
+        a, b = int(first), int(last)
+        if abs(b - a) // step > _MAX_EXPANSIONS:
+            return [str(a)] * (_MAX_EXPANSIONS + 1)
+        direction = 1 if b >= a else -1
+        return [str(x) for x in range(a, b + direction, step * direction)]
+    if len(first) == 1 and len(last) == 1 and first.isalpha() and last.isalpha():
+        a, b = ord(first), ord(last)
+        direction = 1 if b >= a else -1
+        return [chr(x) for x in range(a, b + direction, step * direction)]
+    return None
+
+
+def _expand_tilde(chars: _Chars) -> _Chars | None:
+    """Tilde expansion at the start of the word and, in `NAME=value` words, after the `=` and
+    each unquoted `:`; None when a tilde names something only the running shell knows."""
+    value, free = chars
+    starts = [0]
+    assignment = _ASSIGNMENT_LIKE.match(value)
+    if assignment is not None and all(free[: assignment.end()]):
+        starts = [assignment.end()]
+        starts += [
+            i + 1 for i in range(assignment.end(), len(value)) if value[i] == ":" and free[i]
+        ]
+    out_value: list[str] = []
+    out_free: list[bool] = []
+    position = 0
+    for start in starts:
+        if start >= len(value) or value[start] != "~" or not free[start]:
+            continue
+        stop = start + 1
+        while stop < len(value) and value[stop] != "/" and not (assignment and value[stop] == ":"):
+            stop += 1
+        if not all(free[start:stop]):
+            continue
+        prefix = value[start + 1 : stop]
+        if prefix == "":
+            mark = HOME_MARK
+        elif prefix == "+":
+            mark = PWD_MARK
+        else:
+            return None  # `~user`, `~-`, `~N`: another user's home, OLDPWD, the directory stack
+        out_value.append(value[position:start])
+        out_free.extend(free[position:start])
+        out_value.append(mark)
+        out_free.extend([False] * len(mark))
+        position = stop
+    out_value.append(value[position:])
+    out_free.extend(free[position:])
+    return "".join(out_value), tuple(out_free)
 
 
 def _unescape(text: str, escapable: frozenset[str] | None = None) -> str:
@@ -162,12 +325,13 @@ def _decode_ansi_c(body: str) -> str:
     def replace(match: re.Match[str]) -> str:
         escape = match.group(1)
         head = escape[0]
-        if head in "xuU":
-            return chr(int(escape[1:], 16))
-        if head in "01234567":
-            return chr(int(escape, 8))
+        if head in "xuU" or head in "01234567":
+            code = int(escape[1:], 16) if head in "xuU" else int(escape, 8)
+            if code == 0:
+                return "\x00"  # bash ends the string at a NUL; cut below
+            return chr(code) if code < 0x110000 and not 0xD800 <= code < 0xE000 else "\ufffd"
         if head == "c":
             return chr(ord(escape[1]) & 0x1F)
         return _ANSI_C_SIMPLE.get(head, "\\" + escape)
 
-    return _ANSI_C_ESCAPE.sub(replace, body)
+    return _ANSI_C_ESCAPE.sub(replace, body).split("\x00", 1)[0]
