@@ -41,7 +41,11 @@ from wakeful.servers.execution.file_targets import (
     write_atomically,
 )
 
-CALLS = int(sys.argv[sys.argv.index("--calls") + 1]) if "--calls" in sys.argv else 2000
+CALLS = (
+    int(sys.argv[sys.argv.index("--calls") + 1])
+    if "--calls" in sys.argv
+    else (300 if "--quick" in sys.argv else 2000)
+)
 PATHS = {
     "top level": "README.md",
     "6 deep": "a/b/c/d/e/f/file.txt",

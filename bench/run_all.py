@@ -27,6 +27,8 @@ BENCHMARKS = (
     "read_file_big",
     "sandbox_start",
     "sidecar_latency",
+    "command_policy",
+    "file_tools",
     "prefix_stability",
     "discovery",
 )
