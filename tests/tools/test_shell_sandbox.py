@@ -81,3 +81,16 @@ async def test_a_command_past_the_disk_quota_is_stopped_and_told_why(tmp_path: P
         )
     assert result.is_error
     assert "grew past its disk quota of 10 MB" in result.content
+
+
+async def test_a_fast_write_past_the_quota_is_reported_and_the_next_command_stopped(
+    tmp_path: Path,
+) -> None:
+    async with tool_services(tmp_path) as (services, _events):
+        services.settings[SandboxSettings] = SandboxSettings(backend="bwrap", disk_quota_mb=10)
+        ctx = ToolContext("main", "c1", "run_shell", services)
+        fast = await run_shell.run({"command": "head -c 30M /dev/zero > big"}, ctx)
+        nxt = await run_shell.run({"command": "sleep 5; echo finished"}, ctx)
+    assert "grew past its disk quota of 10 MB" in fast.content
+    assert nxt.is_error and "finished" not in nxt.content
+    assert "grew past its disk quota of 10 MB" in nxt.content

@@ -30,6 +30,7 @@ from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.file import FileWriteStream
 
 from ..errors import ToolError, UserError
+from .reaper import reaper, start_reaper
 from .spec import ToolResult
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ async def run_to_end(
     an :class:`OutputCapture` that keeps more lines or saves the whole output to a file).
     """
     capture = capture if capture is not None else OutputCapture(handle)
+    await start_reaper()
     try:
         process = await anyio.open_process(
             list(argv),
@@ -128,6 +130,8 @@ async def run_to_end(
         ) from exc
     leftovers_stopped = False
     timed_out = False
+    # If the runtime dies before this call ends, the reaper stops the group (see .reaper).
+    reaper.watch_group(process.pid)
     try:
         with anyio.move_on_after(timeout) as deadline:
             leftovers_stopped = await _run_to_exit(process, capture, kill_grace)
@@ -136,6 +140,7 @@ async def run_to_end(
         with anyio.CancelScope(shield=True):
             if await stop_process_group(process, kill_grace):
                 leftovers_stopped = True
+            reaper.forget_group(process.pid)
             await process.aclose()
             if capture.saved is not None:
                 await capture.saved.aclose()

@@ -173,7 +173,7 @@ async def _run(
             timeout=timeout,
             timeout_hint=hint,
         )
-        notes = limit_notes(prepared.limits_hit(), settings)
+    notes = limit_notes(prepared.limits_hit(), settings)
     if sandbox.backend == "none":
         notes.append(f"[Sandbox: {sandbox.describe()}]")
     if not notes:

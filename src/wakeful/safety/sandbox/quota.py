@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 MIN_INTERVAL_SECONDS = 0.5
 _WALK_COST_FACTOR = 5.0
+_KILL_INTERVAL_SECONDS = 0.05
 _baselines: dict[Path, int] = {}
 _baselines_lock = threading.Lock()
 
@@ -107,20 +108,27 @@ class QuotaWatch:
         self._thread.start()
 
     async def stop(self) -> None:
-        """Stop watching and wait for the thread (at most one walk of the workspace)."""
+        """Stop watching, wait for the thread (at most one walk of the workspace), then measure
+        once more: a command that wrote past the quota faster than a walk still counts."""
         self._stop.set()
         thread = self._thread
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join)
+        if not self.exceeded:
+            await anyio.to_thread.run_sync(self._measure)
+
+    def _measure(self) -> bool:
+        """Measure the growth now; True (and `exceeded` set) when it is past the limit."""
+        usage = disk_usage(self.workspace)
+        self.growth_bytes = max(0, usage - baseline_of(self.workspace))
+        if self.growth_bytes > self.limit_bytes:
+            self.exceeded = True
+        return self.exceeded
 
     def _watch(self) -> None:
-        baseline = baseline_of(self.workspace)
         while not self._stop.is_set():
             started = time.monotonic()
-            usage = disk_usage(self.workspace)
-            self.growth_bytes = max(0, usage - baseline)
-            if self.growth_bytes > self.limit_bytes:
-                self.exceeded = True
+            if self._measure():
                 log.warning(
                     "a sandboxed command in %s grew it by %d bytes, past its quota of %d; "
                     "stopping it",
@@ -128,7 +136,11 @@ class QuotaWatch:
                     self.growth_bytes,
                     self.limit_bytes,
                 )
-                self._kill()
+                # Until the command's block ends: it may not have started yet (the workspace
+                # was already past the quota), or may still be starting processes.
+                while not self._stop.is_set():
+                    self._kill()
+                    self._stop.wait(_KILL_INTERVAL_SECONDS)
                 return
             spent = time.monotonic() - started
             self._stop.wait(max(MIN_INTERVAL_SECONDS, spent * _WALK_COST_FACTOR))

@@ -17,10 +17,11 @@ from typing import Literal
 import anyio
 
 from ...errors import ToolError, UserError
+from ...tools.reaper import reaper, start_reaper
 from ..protected import SANDBOX_SCRATCH
 from .bwrap import SANDBOX_HOME, BwrapFeatures, bwrap_argv, bwrap_features
 from .cgroups import CgroupLimits
-from .quota import QuotaWatch
+from .quota import QuotaWatch, baseline_of
 from .rlimits import MB, prlimit_argv
 from .settings import SandboxSettings
 
@@ -34,12 +35,13 @@ _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _warned_none = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PreparedCommand:
     """A command ready for `anyio.open_process(argv, env=env, cwd=cwd)`.
 
     `cgroups` are the command's cgroups (empty where none could be made). Ask
-    :meth:`limits_hit`, before the `prepare` block ends, which limits the command ran into.
+    :meth:`limits_hit` which limits the command ran into: inside the `prepare` block, so far;
+    after it, the final answer (the workspace measured once more after the command ended).
     """
 
     argv: list[str]
@@ -47,9 +49,13 @@ class PreparedCommand:
     cwd: Path
     cgroups: CgroupLimits = field(default_factory=CgroupLimits)
     quota: QuotaWatch | None = None
+    settled: list[str] | None = None
+    """The limits hit, fixed when the `prepare` block ended."""
 
     def limits_hit(self) -> list[str]:
         """The limits the command ran into: "processes", "memory", "disk quota"."""
+        if self.settled is not None:
+            return list(self.settled)
         hit = self.cgroups.hit_limits()
         if self.quota is not None and self.quota.exceeded:
             hit.append("disk quota")
@@ -115,6 +121,10 @@ class Sandbox:
         real_cwd = _inside(cwd, self.workspace)
         s = self.settings
         cgroups = CgroupLimits.create(max_processes=s.max_processes, memory_bytes=s.memory_mb * MB)
+        if cgroups.directories:  # the runtime's death kills what runs in them
+            await start_reaper()
+        for directory in cgroups.directories:
+            reaper.watch_cgroup(directory)
         marker = f"wakeful-sandbox-{secrets.token_hex(8)}"
         quota = (
             QuotaWatch(self.workspace, s.disk_quota_mb * MB, marker, cgroups)
@@ -122,6 +132,7 @@ class Sandbox:
             else None
         )
         private_home: str | None = None
+        prepared: PreparedCommand | None = None
         try:
             if self._features is not None:
                 home = SANDBOX_HOME
@@ -157,13 +168,21 @@ class Sandbox:
                 quota=quota,
             )
             if quota is not None:
+                # The size before the first command here is the baseline: measured before it
+                # starts, so its own writes count.
+                await anyio.to_thread.run_sync(baseline_of, self.workspace)
                 quota.start()
             yield prepared
         finally:
             with anyio.CancelScope(shield=True):
                 if quota is not None:
                     await quota.stop()
+                if prepared is not None:
+                    prepared.settled = prepared.limits_hit()
+                directories = list(cgroups.directories)
                 await cgroups.remove()
+                for directory in directories:
+                    reaper.forget_cgroup(directory)
                 if private_home is not None:
                     await anyio.to_thread.run_sync(
                         lambda: shutil.rmtree(private_home, ignore_errors=True)

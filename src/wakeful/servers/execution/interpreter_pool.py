@@ -37,6 +37,7 @@ from ...errors import ToolError
 from ...safety.sandbox import PreparedCommand
 from ...services import Services, state_of
 from ...tools.process import stop_process_group
+from ...tools.reaper import reaper, start_reaper
 from . import interpreter_driver
 from .interpreter_driver import IDLE_EXIT_STATUS
 
@@ -328,6 +329,7 @@ def driver_env(workdir: Path) -> dict[str, str]:
 async def _start(launch: Launcher, workdir: Path, settings: InterpreterSettings) -> LiveInterpreter:
     stack = AsyncExitStack()
     try:
+        await start_reaper()
         command = await stack.enter_async_context(
             launch(driver_argv(settings), cwd=workdir, env=driver_env(workdir))
         )
@@ -350,6 +352,9 @@ async def _start(launch: Launcher, workdir: Path, settings: InterpreterSettings)
     except BaseException:
         await stack.aclose()
         raise
+    # If the runtime dies while the interpreter lives, the reaper stops it (see tools.reaper).
+    reaper.watch_group(process.pid)
+    stack.callback(reaper.forget_group, process.pid)
     assert process.stdout is not None
     live = LiveInterpreter(process, BufferedByteReceiveStream(process.stdout), stack, process.pid)
     ready: dict[str, Any] | None = None

@@ -239,7 +239,7 @@ async def _run(
             timeout=timeout,
             capture=capture,
         )
-        limits_hit = prepared.limits_hit()
+    limits_hit = prepared.limits_hit()
     duration = time.monotonic() - started
     text, saved_as = await _shown_output(capture, saved, root, sandbox)
     notes = _notes(outcome, capture, limits_hit, sandbox)
