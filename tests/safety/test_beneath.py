@@ -18,16 +18,8 @@ from wakeful.safety import beneath
 from wakeful.safety.beneath import LOCATE, Root
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "openat2" and not beneath.openat2_available():
-        pytest.skip("this kernel has no openat2")
-    monkeypatch.setattr(beneath, "use_openat2", request.param == "openat2")
-    return str(request.param)
-
-
 @pytest.fixture
-def tree(tmp_path: Path, mode: str) -> Path:
+def tree(tmp_path: Path, resolution: str) -> Path:
     base = tmp_path / "root"
     (base / "src" / "pkg").mkdir(parents=True)
     (base / "src" / "pkg" / "mod.py").write_text("x = 1\n")
@@ -62,8 +54,8 @@ def read(root: Root, user_path: str) -> tuple[str, bytes]:
         return found.shown, found.read_bytes()
 
 
-def test_the_fallback_can_be_forced(mode: str) -> None:
-    assert beneath.openat2_available() is (mode == "openat2")
+def test_the_fallback_can_be_forced(resolution: str) -> None:
+    assert beneath.openat2_available() is (resolution == "openat2")
 
 
 def test_paths_inside_the_root_open_and_name_where_they_led(root: Root) -> None:

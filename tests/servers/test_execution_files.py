@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from tool_services import call, refused
-from wakeful.safety import beneath
 from wakeful.servers.execution.files import FILE_EDIT_TOOLS, MAX_FILE_BYTES, edit_file, write_file
 from wakeful.services import Services
 from wakeful.tools.lint import lint_tool
@@ -314,15 +313,6 @@ async def test_an_edit_deep_in_a_file_numbers_its_hunk_by_file_lines(
 # --- protected paths -----------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Resolution as the kernel allows (openat2), and with the fallback walk forced."""
-    if request.param == "openat2" and not beneath.openat2_available():
-        pytest.skip("this kernel has no openat2")
-    monkeypatch.setattr(beneath, "use_openat2", request.param == "openat2")
-    return str(request.param)
-
-
 @pytest.fixture
 def project(root: Path) -> Path:
     """A root with what the host trusts in it: a .git folder, the runtime's state and config."""
@@ -365,7 +355,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
     ],
 )
 async def test_write_refuses_protected_paths_however_spelt(
-    services: Services, project: Path, mode: str, path: str, shown: str, protected: str
+    services: Services, project: Path, resolution: str, path: str, shown: str, protected: str
 ) -> None:
     before = snapshot(project)
     message = await refused(
@@ -382,7 +372,7 @@ async def test_write_refuses_protected_paths_however_spelt(
 
 @pytest.mark.anyio
 async def test_edit_refuses_protected_paths_and_reads_still_work(
-    services: Services, project: Path, mode: str
+    services: Services, project: Path, resolution: str
 ) -> None:
     message = await refused(services, edit_file, path="git_link/config", old="[core]", new="[x]")
     assert message.startswith("'.git/config' cannot be written by the agent")
@@ -398,7 +388,7 @@ async def test_edit_refuses_protected_paths_and_reads_still_work(
 
 @pytest.mark.anyio
 async def test_writes_through_symlinks_and_dots_stay_confined_with_either_resolver(
-    services: Services, root: Path, mode: str
+    services: Services, root: Path, resolution: str
 ) -> None:
     (root / "releases" / "v2").mkdir(parents=True)
     (root / "current").symlink_to("releases/v2")

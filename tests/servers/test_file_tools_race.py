@@ -24,7 +24,6 @@ import pytest
 
 from tool_services import call
 from wakeful.errors import ToolError
-from wakeful.safety import beneath
 from wakeful.servers.execution.files import edit_file, write_file
 from wakeful.servers.perception.list_dir import list_dir
 from wakeful.servers.perception.read_file import read_file
@@ -48,14 +47,6 @@ while True:
 pytestmark = pytest.mark.skipif(
     _RENAMEAT2 is None or sys.platform != "linux", reason="renameat2 is a Linux x86_64/aarch64 call"
 )
-
-
-@pytest.fixture(params=["openat2", "walk"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "openat2" and not beneath.openat2_available():
-        pytest.skip("this kernel has no openat2")
-    monkeypatch.setattr(beneath, "use_openat2", request.param == "openat2")
-    return str(request.param)
 
 
 @pytest.fixture
@@ -126,7 +117,7 @@ async def test_the_file_tools_never_leave_the_root_while_a_symlink_is_swapped_in
     root: Path,
     tmp_path: Path,
     canary: str,
-    mode: str,
+    resolution: str,
     swapping: Callable[[], None],
 ) -> None:
     host = tmp_path / "host"

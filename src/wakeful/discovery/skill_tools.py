@@ -284,18 +284,14 @@ def _gone(skill: Skill) -> ToolError:
 
 def _read_text(skill: Skill, found: Opened, target: Path, shown: str) -> str:
     try:
-        info = os.fstat(found.fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(
-                f"{shown!r} of the skill {skill.name!r} is not a regular file; load_skill reads "
-                "text files only. Pass another path."
-            )
-        if info.st_size > MAX_READ_BYTES:
-            raise ToolError(
-                f"{shown!r} of the skill {skill.name!r} is {info.st_size:,} bytes, more than the "
-                f"{MAX_READ_BYTES:,} load_skill reads. Use it from {target} with a tool made for "
-                "that kind of file."
-            )
+        found.regular_file(
+            limit=MAX_READ_BYTES,
+            not_regular=f"{shown!r} of the skill {skill.name!r} is not a regular file; load_skill "
+            "reads text files only. Pass another path.",
+            too_big=f"{shown!r} of the skill {skill.name!r} is {{size:,}} bytes, more than the "
+            f"{{limit:,}} load_skill reads. Use it from {target} with a tool made for that kind "
+            "of file.",
+        )
         data = found.read_bytes()
     except FileNotFoundError as exc:
         raise ToolError(

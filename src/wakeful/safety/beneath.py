@@ -134,6 +134,19 @@ class Opened:
         """The path as the tools show it: relative to the root, '.' for the root itself."""
         return self.relative.as_posix()
 
+    def regular_file(self, *, limit: int, not_regular: str, too_big: str) -> os.stat_result:
+        """The opened file's status, checked to be a regular file of at most `limit` bytes.
+
+        Otherwise a ToolError with `not_regular` or `too_big`, each a format string that may
+        name `{shown}` (the path), `{size}` and `{limit}`: every tool says it its own way.
+        """
+        info = os.fstat(self.fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(not_regular.format(shown=self.shown))
+        if info.st_size > limit:
+            raise ToolError(too_big.format(shown=self.shown, size=info.st_size, limit=limit))
+        return info
+
     def read_bytes(self) -> bytes:
         """The rest of the opened file's bytes (all of them, on a descriptor just opened)."""
         with os.fdopen(self.fd, "rb", closefd=False) as file:

@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import os
 import re
-import stat
 import threading
 import zoneinfo
 from dataclasses import dataclass
@@ -431,17 +430,13 @@ def _existing_ics(place: Placement) -> bytes | None:
     if file is None:
         return None
     with file:
-        info = os.fstat(file.fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(
-                f"{place.shown!r} is not a regular file. Name an .ics file, e.g. "
-                "'calendars/team.ics'."
-            )
-        if info.st_size > MAX_ICS_BYTES:
-            raise ToolError(
-                f"{place.shown} has {info.st_size:,} bytes, over the {MAX_ICS_BYTES:,}-byte "
-                "limit for a calendar file this tool rewrites. Use another (new) .ics file."
-            )
+        file.regular_file(
+            limit=MAX_ICS_BYTES,
+            not_regular="{shown!r} is not a regular file. Name an .ics file, e.g. "
+            "'calendars/team.ics'.",
+            too_big="{shown} has {size:,} bytes, over the {limit:,}-byte limit for a calendar "
+            "file this tool rewrites. Use another (new) .ics file.",
+        )
         return file.read_bytes()
 
 

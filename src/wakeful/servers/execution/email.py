@@ -18,7 +18,6 @@ import os
 import re
 import smtplib
 import ssl
-import stat
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
@@ -351,18 +350,13 @@ async def _attachment(ctx: ToolContext, settings: EmailSettings, path: str) -> _
     def inspect() -> _Attachment:
         with open_workspace(ctx) as root, root.open(path) as found:
             shown = found.shown
-            info = os.fstat(found.fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolError(
-                    f"The attachment {shown!r} is not a regular file. Attach files, not "
-                    "directories; zip a directory first if you need to send it."
-                )
-            if info.st_size > settings.max_attachment_bytes:
-                raise ToolError(
-                    f"The attachment {shown!r} has {info.st_size:,} bytes, over the limit of "
-                    f"{settings.max_attachment_bytes:,} bytes per file. Attach a smaller file, "
-                    "or share a link to it instead."
-                )
+            found.regular_file(
+                limit=settings.max_attachment_bytes,
+                not_regular="The attachment {shown!r} is not a regular file. Attach files, not "
+                "directories; zip a directory first if you need to send it.",
+                too_big="The attachment {shown!r} has {size:,} bytes, over the limit of "
+                "{limit:,} bytes per file. Attach a smaller file, or share a link to it instead.",
+            )
             data = found.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         mime_type = mimetypes.guess_type(found.relative.name)[0] or "application/octet-stream"

@@ -13,9 +13,7 @@ from __future__ import annotations
 import datetime
 import io
 import json
-import os
 import re
-import stat
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -619,18 +617,13 @@ def _require_xlsx(path: str) -> None:
 
 def _workbook_bytes(found: Opened) -> bytes:
     """The bytes of a workbook opened beneath the root (openpyxl reads them, never the path)."""
-    shown_path = found.shown
-    info = os.fstat(found.fd)
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(
-            f"{shown_path!r} is not a regular file; the spreadsheet tools open .xlsx files. "
-            "Give the path of a workbook."
-        )
-    if info.st_size > MAX_FILE_BYTES:
-        raise ToolError(
-            f"{shown_path} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit "
-            "of the spreadsheet tools. Work on it with a program in the interpreter instead."
-        )
+    found.regular_file(
+        limit=MAX_FILE_BYTES,
+        not_regular="{shown!r} is not a regular file; the spreadsheet tools open .xlsx files. "
+        "Give the path of a workbook.",
+        too_big="{shown} is {size:,} bytes, over the {limit:,}-byte limit of the spreadsheet "
+        "tools. Work on it with a program in the interpreter instead.",
+    )
     return found.read_bytes()
 
 

@@ -10,9 +10,7 @@ and mtime) so paging through a long document converts it once.
 from __future__ import annotations
 
 import io
-import os
 import re
-import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -208,17 +206,13 @@ _cache_lock = threading.Lock()
 
 def _converted(found: Opened, key_path: str, chosen: Format) -> Converted:
     shown_path = found.shown
-    info = os.fstat(found.fd)
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(
-            f"{shown_path!r} is not a regular file; read_document reads document files. Use "
-            "list_dir to see what a directory holds."
-        )
-    if info.st_size > MAX_DOCUMENT_BYTES:
-        raise ToolError(
-            f"{shown_path!r} has {info.st_size:,} bytes, more than the "
-            f"{MAX_DOCUMENT_BYTES:,} read_document converts. Split it, or read a text form of it."
-        )
+    info = found.regular_file(
+        limit=MAX_DOCUMENT_BYTES,
+        not_regular="{shown!r} is not a regular file; read_document reads document files. Use "
+        "list_dir to see what a directory holds.",
+        too_big="{shown!r} has {size:,} bytes, more than the {limit:,} read_document converts. "
+        "Split it, or read a text form of it.",
+    )
     key = (key_path, info.st_mtime_ns, info.st_size, chosen)
     with _cache_lock:
         if key in _cache:
