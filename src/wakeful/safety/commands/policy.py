@@ -31,6 +31,7 @@ from .rules_files import FILE_RULES, judge_redirects, judge_secret_reads
 from .rules_git import GIT_RULES
 from .rules_network import NETWORK_RULES
 from .rules_project import PROJECT_RULES
+from .rules_system import SYSTEM_RULES
 from .rules_tools import TOOL_RULES
 from .shapes import judge_shapes
 
@@ -49,7 +50,14 @@ def _merged(*tables: dict[str, tuple[Rule, ...]]) -> dict[str, tuple[Rule, ...]]
 
 
 _RULES: Final[dict[str, tuple[Rule, ...]]] = _merged(
-    FILE_RULES, EXEC_RULES, NETWORK_RULES, GIT_RULES, BUILTIN_RULES, TOOL_RULES, PROJECT_RULES
+    FILE_RULES,
+    EXEC_RULES,
+    SYSTEM_RULES,
+    NETWORK_RULES,
+    GIT_RULES,
+    BUILTIN_RULES,
+    TOOL_RULES,
+    PROJECT_RULES,
 )
 _ALWAYS: Final[tuple[Rule, ...]] = (*ALWAYS_RULES, judge_redirects, judge_secret_reads)
 _LOCAL_HOSTS: Final = ("localhost", "127.0.0.1", "::1")

@@ -1,8 +1,8 @@
 """Rules about what a command runs: wrappers (`sudo`, `env`, `nice`, `timeout`, `xargs`,
 `find -exec`, …) whose payload is judged as a command of its own, code strings (`sh -c`,
 `eval`, `alias`, heredocs fed to a shell) parsed again, interpreter one-liners (`python -c`,
-`perl -e`, `node -e`) searched for shelling out, deletes and network use, and commands that
-stop the machine or change who runs things.
+`perl -e`, `node -e`) searched for shelling out, deletes and network use. Commands that stop
+the machine or change it are in :mod:`.rules_system`.
 """
 
 from __future__ import annotations
@@ -62,20 +62,6 @@ _CODE_LOADING_VARIABLES: Final = frozenset(
         "GCONV_PATH", "LD_BIND_NOW", "MALLOC_CHECK_", "GLIBC_TUNABLES", "JAVA_TOOL_OPTIONS",
         "_JAVA_OPTIONS", "CLASSPATH", "GOFLAGS", "RUSTC_WRAPPER", "RUSTFLAGS", "CARGO_HOME",
         "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "MAKEFLAGS", "MFLAGS", "BASH_LOADABLES_PATH",
-    }
-)  # fmt: skip
-_POWER: Final = frozenset({"shutdown", "reboot", "halt", "poweroff", "kexec", "killall5"})
-_SYSTEMCTL_POWER: Final = frozenset(
-    {"poweroff", "reboot", "halt", "kexec", "suspend", "hibernate", "rescue", "emergency",
-     "isolate", "soft-reboot"}
-)  # fmt: skip
-_SYSTEMCTL_READ: Final = ("status", "show", "list-", "is-", "cat", "help", "--version")
-_ADMIN: Final = frozenset(
-    {
-        "mount", "umount", "iptables", "ip6tables", "nft", "ufw", "useradd", "userdel",
-        "usermod", "groupadd", "groupdel", "passwd", "chpasswd", "visudo", "modprobe", "insmod",
-        "rmmod", "swapoff", "swapon", "launchctl", "service", "chattr", "setcap", "mknod",
-        "crontab", "sysctl", "chroot", "nsenter", "unshare",
     }
 )  # fmt: skip
 _DECODERS: Final = frozenset({"base64", "base32", "xxd", "uudecode", "openssl", "basenc"})
@@ -496,75 +482,6 @@ def judge_decoder(command: SimpleCommand, analysis: Analysis) -> None:
         analysis.give_role(command, "decode")
 
 
-# -- the machine -----------------------------------------------------------------------------
-
-
-def judge_power(command: SimpleCommand, analysis: Analysis) -> None:
-    """Shutting down, rebooting, killing every process."""
-    analysis.flag(command, "deny", "stops or restarts the machine or all its processes")
-
-
-def judge_init(command: SimpleCommand, analysis: Analysis) -> None:
-    """`init 0`/`init 6`/`telinit …` change the run level."""
-    if any(w.value in ("0", "1", "6", "s", "S") for w in command.args):
-        judge_power(command, analysis)
-
-
-def judge_systemctl(command: SimpleCommand, analysis: Analysis) -> None:
-    """`systemctl poweroff` is denied; changing units is asked; reading them is allowed."""
-    found = operands(
-        command.args,
-        (
-            "-H",
-            "--host",
-            "-M",
-            "--machine",
-            "-t",
-            "--type",
-            "-p",
-            "--property",
-            "-n",
-            "--lines",
-            "-o",
-            "--output",
-            "-s",
-            "--signal",
-        ),
-    )
-    verb = found[0].value if found else None
-    if verb in _SYSTEMCTL_POWER:
-        judge_power(command, analysis)
-    elif verb is None and found:
-        analysis.flag(command, "ask", "runs a systemctl action that cannot be checked statically")
-    elif verb is not None and not verb.startswith(_SYSTEMCTL_READ):
-        analysis.flag(command, "ask", f"changes system services ({verb})")
-
-
-def judge_kill(command: SimpleCommand, analysis: Analysis) -> None:
-    """`kill`/`pkill`/`killall` signal other processes: asked; PID 1 (init) or -1 (every
-    process) is denied."""
-    args = command.args
-    first = args[0].value if args else None
-    if command.name == "kill" and first in ("-l", "-L", "--list"):
-        return
-    i = 0
-    if first in ("-s", "-n"):
-        i = 2
-    elif first is not None and first.startswith("-") and len(args) > 1:
-        i = 1  # a signal: `-9`, `-KILL`, `-SIGKILL`
-    if command.name == "kill" and any(word.value in ("1", "-1") for word in args[i:]):
-        analysis.flag(command, "deny", "kills init or every process")
-        return
-    analysis.flag(command, "ask", "sends a signal to other processes")
-
-
-def judge_admin(command: SimpleCommand, analysis: Analysis) -> None:
-    """Tools that change users, mounts, firewalls, kernel modules or scheduled jobs."""
-    if command.name == "crontab" and has_option(command.args, "l"):
-        return
-    analysis.flag(command, "ask", "changes system administration state")
-
-
 ALWAYS_RULES: Final[tuple[Rule, ...]] = (judge_dynamic_name, judge_assignments, judge_program)
 
 EXEC_RULES: Final[dict[str, tuple[Rule, ...]]] = {
@@ -593,13 +510,4 @@ EXEC_RULES: Final[dict[str, tuple[Rule, ...]]] = {
     **{name: (judge_interpreter,) for name in ("python", "perl", "ruby", "node", "nodejs", "php")},
     "python3": (judge_interpreter,),
     **{name: (judge_decoder,) for name in _DECODERS},
-    **{name: (judge_power,) for name in _POWER},
-    "init": (judge_init,),
-    "telinit": (judge_init,),
-    "systemctl": (judge_systemctl,),
-    "kill": (judge_kill,),
-    "pkill": (judge_kill,),
-    "killall": (judge_kill,),
-    "skill": (judge_kill,),
-    **{name: (judge_admin,) for name in _ADMIN},
 }
