@@ -216,3 +216,27 @@ async def test_a_server_gets_only_the_environment_its_config_names(
     python_own = {"LC_CTYPE"}
     assert set(seen) <= sdk_defaults | python_own | {"GITHUB_TOKEN", "PROBE_MODE"}
     assert seen["PATH"] == os.environ["PATH"]
+
+
+async def test_first_use_pins_a_slow_server_with_its_real_tools(tmp_path: Path) -> None:
+    # A fresh lock file and two servers, one still starting when the other has listed: the
+    # slow one must not be pinned with an empty list (its tools would all look new).
+    lock = tmp_path / "wakeful.lock.json"
+    slow_start = (
+        "import runpy, sys, time; time.sleep(1.5); "
+        f"sys.argv = [{str(SERVERS / 'weather.py')!r}]; "
+        f"runpy.run_path({str(SERVERS / 'weather.py')!r}, run_name='__main__')"
+    )
+    slow = MCPServerConfig(name="weather", command=[sys.executable, "-c", slow_start])
+    async with (
+        tool_services() as (_, events),
+        MCPToolset(
+            [server("toolbox", "toolbox.py"), slow], emit=events.emit, pins=ToolPins(lock)
+        ) as toolset,
+    ):
+        await until(toolset, lambda: "forecast" in offered(toolset))
+        assert toolset.disabled() == []
+        pinned = json.loads(lock.read_text())
+        assert set(pinned["weather"]) == {"echo", "forecast"}
+        assert all(p["pinned_by"] == "first use" for p in pinned["weather"].values())
+        assert not [a for a in alerts(events) if "appeared" in a or "approve" in a]

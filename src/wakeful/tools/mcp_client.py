@@ -294,7 +294,10 @@ class MCPToolset:
         or approved). Sets each connection's `disabled` and alerts once per definition."""
         alerts: list[_Alert] = []
         async with self._pins_lock, self._pins_file_locked():
-            third_party = [c for c in self._connections.values() if c.server_object is None]
+            # Only servers that have listed: one still connecting has no tools to pin yet.
+            third_party = [
+                c for c in self._connections.values() if c.server_object is None and c.has_listed
+            ]
             listed = {c.name: [_wire(t) for t in c.listing] for c in third_party}
             shadowing = shadowing_findings(listed)
             wrote = False

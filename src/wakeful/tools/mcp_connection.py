@@ -86,6 +86,9 @@ class MCPConnection:
         # Tools of the listing that are not offered (changed since pinned, poisoned), with the
         # error a call to one returns; kept by the toolset's trust checks.
         self.disabled: dict[str, str] = {}
+        # Whether the server has listed its tools at least once: until then there is nothing
+        # to pin (pinning the empty list would make every real tool look new).
+        self.has_listed = False
 
     @property
     def name(self) -> str:
@@ -323,6 +326,7 @@ class MCPConnection:
     async def _ready(self, listing: list[mcp_types.Tool]) -> None:
         previous = self.state
         self.state, self.detail, self.listing = "ready", "", listing
+        self.has_listed = True
         # Settled once the toolset has checked the tools (pins, scanners) and offers them.
         await self.owner.rebuild()
         self.settled.set()
