@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 
 import pytest
@@ -97,7 +98,8 @@ async def test_a_call_returns_text_and_structured_content() -> None:
     assert listed.structured_content == {"result": [1, 2, 3]}
     assert text_only.structured_content is None
     assert _text(text_only) == "just text"
-    assert _text(context) == "mcp:test-bridge where None"
+    # Each connection is a session of its own: JSON-RPC ids restart with every connection.
+    assert re.fullmatch(r"mcp:test-bridge:c[0-9a-f]{8} where None", _text(context))
 
 
 @pytest.mark.anyio

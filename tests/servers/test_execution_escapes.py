@@ -190,3 +190,21 @@ async def test_a_configuration_named_with_config_is_read_and_kept_read_only(
     assert config.read_text() == "[safety.sandbox]\nmemory_mb = 1024\n"
     assert status.structured_content is not None
     assert "1024 MB memory" in status.structured_content["sandbox"]
+
+
+async def test_two_clients_keep_their_saved_outputs_apart(tmp_path: Path) -> None:
+    # JSON-RPC ids restart with each connection: both first calls have the same request id.
+    # Two connections to one server (as two Streamable HTTP sessions are) share its store.
+    from wakeful.servers.execution.server import execution_server as build
+
+    server = build(tmp_path)
+    async with Client(server) as first, Client(server) as second:
+        one = await call(first, "shell_exec", {"command": "seq 1 500"})
+        two = await call(second, "shell_exec", {"command": "seq 1000 1500"})
+
+    assert one.structured_content is not None and two.structured_content is not None
+    saved_one = one.structured_content["saved_output"]
+    saved_two = two.structured_content["saved_output"]
+    assert saved_one != saved_two
+    assert read(str(tmp_path / saved_one)).startswith("1\n")
+    assert read(str(tmp_path / saved_two)).startswith("1000\n")

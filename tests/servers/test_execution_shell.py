@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from process_probes import live_processes_matching
@@ -348,3 +349,15 @@ def test_one_huge_line_is_cut_by_characters(tmp_path: Path) -> None:
     assert "characters omitted" in shown
     assert "full output saved to b.txt" in shown
     assert saved is not None and (tmp_path / saved).read_text() == text
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_cancelled_call_leaves_no_partial_output_file(
+    services: tuple[Services, Events], root: Path
+) -> None:
+    svc, _ = services
+    with anyio.move_on_after(1.5):
+        await run(svc, command="seq 1 5000; sleep 30")
+    outputs = root / ".wakeful" / "outputs"
+    assert not outputs.exists() or list(outputs.iterdir()) == []

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from ..events import Event
 from ..messages import ToolCall
 from ..safety.gate import ApprovalDeferred, CallGate
 from ..safety.verdict import Verdict
-from ..services import Services, close_state
+from ..services import Services, close_state, state_of
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.spec import Tool, ToolContext, ToolResult
 from ..tools.tasks import TaskManager
@@ -44,6 +45,13 @@ log = logging.getLogger(__name__)
 
 BridgeServer = Server[Services]
 """What :func:`build_server` returns: a low-level MCP server whose lifespan state is Services."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """One client's connection to a bridge server, named by a random id for its life."""
+
+    id: str = field(default_factory=lambda: f"c{secrets.token_hex(4)}")
 
 
 def build_server(
@@ -80,14 +88,18 @@ def build_server(
     async def call_tool(
         ctx: ServerRequestContext[Services], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        call_id = str(ctx.request_id) if ctx.request_id is not None else "mcp"
+        # JSON-RPC ids restart with every connection: prefixed with the connection's own id,
+        # call ids (saved outputs, audit rows) and sessions never collide across clients.
+        connection = state_of(ctx.lifespan_context, ClientConnection).id
+        request = str(ctx.request_id) if ctx.request_id is not None else "notification"
+        call_id = f"{connection}-{request}"
         call = ToolCall(
             id=call_id,
             name=params.name,
             arguments=json.dumps(params.arguments or {}, ensure_ascii=False),
         )
         tool_ctx = ToolContext(
-            session=f"mcp:{name}",
+            session=f"mcp:{name}:{connection}",
             call_id=call_id,
             tool_name=params.name,
             services=ctx.lifespan_context,
@@ -110,15 +122,12 @@ def build_server(
             return types.InputRequiredResult(input_requests={APPROVAL_KEY: pending.request})
         return call_tool_result(result)
 
+    shared = SharedStore(store_path) if store_path is not None else None
+
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
         async with AsyncExitStack() as stack:
-            store = None
-            if store_path is not None:
-                from ..store.sqlite import Store
-
-                store_path.parent.mkdir(parents=True, exist_ok=True)
-                store = await stack.enter_async_context(await Store.open(store_path))
+            store = await stack.enter_async_context(shared.using()) if shared else None
             connection_gate = _gate_for_connection(gate, store)
             tg = await stack.enter_async_context(anyio.create_task_group())
             tasks = TaskManager(tg, _drop_event)
@@ -146,6 +155,40 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+class SharedStore:
+    """One store for every connection of a server: opened by the first, closed by the last.
+
+    A store admits one user at a time (its lock), and every client connection of a server runs
+    its own lifespan (one per Streamable HTTP session), so connections share the open store.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._store: Store | None = None
+        self._users = 0
+        self._lock = anyio.Lock()
+
+    @asynccontextmanager
+    async def using(self) -> AsyncIterator[Store]:
+        async with self._lock:
+            if self._store is None:
+                from ..store.sqlite import Store
+
+                await anyio.Path(self.path.parent).mkdir(parents=True, exist_ok=True)
+                self._store = await Store.open(self.path)
+            self._users += 1
+            store = self._store
+        try:
+            yield store
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._lock:
+                    self._users -= 1
+                    if self._users == 0 and self._store is not None:
+                        closing, self._store = self._store, None
+                        await closing.close()
 
 
 def _gate_for_connection(gate: CallGate | None, store: Store | None) -> CallGate | None:

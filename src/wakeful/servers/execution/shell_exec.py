@@ -230,15 +230,22 @@ async def _run(
     outputs = await anyio.to_thread.run_sync(_outputs_directory, root)
     saved = await OutputFile.create(outputs / f"{stem}.txt", sandbox.settings.file_size_mb * MB)
     capture = OutputCapture(handle, head_lines=MAX_LINES, tail_lines=KEEP_LINES, saved=saved)
-    async with sandbox.prepare(["bash", "-c", command], cwd=workdir) as prepared:
-        outcome = await run_to_end(
-            handle,
-            prepared.argv,
-            cwd=prepared.cwd,
-            env=prepared.env,
-            timeout=timeout,
-            capture=capture,
-        )
+    try:
+        async with sandbox.prepare(["bash", "-c", command], cwd=workdir) as prepared:
+            outcome = await run_to_end(
+                handle,
+                prepared.argv,
+                cwd=prepared.cwd,
+                env=prepared.env,
+                timeout=timeout,
+                capture=capture,
+            )
+    except BaseException:
+        # A cancelled (or failed) call leaves no partial output file behind.
+        with anyio.CancelScope(shield=True):
+            outputs = await anyio.to_thread.run_sync(_outputs_directory, root)
+            await anyio.Path(outputs / saved.path.name).unlink(missing_ok=True)
+        raise
     limits_hit = prepared.limits_hit()
     duration = time.monotonic() - started
     text, saved_as = await _shown_output(capture, saved, root, sandbox)
