@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from pydantic import Field
 
 from wakeful.errors import ToolError, UserError
@@ -110,14 +112,16 @@ async def test_errors_become_error_results_with_our_messages() -> None:
         missing = await client.call_tool("square", {})
         extra = await client.call_tool("square", {"n": 1, "colour": "red"})
         too_big = await client.call_tool("square", {"n": 10**12})
-        unknown = await client.call_tool("cube", {"n": 1})
+        with pytest.raises(MCPError) as unknown:  # a protocol error, per the specification
+            await client.call_tool("cube", {"n": 1})
         bug = await client.call_tool("broken", {})
     assert unlucky.is_error and _text(unlucky) == "13 is unlucky: pass another number."
     assert wrong_type.is_error and "field `n`" in _text(wrong_type)
     assert missing.is_error and "field `n` is required" in _text(missing)
     assert extra.is_error and "`colour` is not a parameter" in _text(extra)
     assert too_big.is_error and "less than or equal to 1000" in _text(too_big)
-    assert unknown.is_error and "Unknown tool 'cube'" in _text(unknown)
+    assert unknown.value.code == INVALID_PARAMS
+    assert "Unknown tool 'cube'" in unknown.value.message and "square" in unknown.value.message
     assert bug.is_error and "RuntimeError: bug inside" in _text(bug)
 
 
@@ -130,3 +134,12 @@ def _text(result: Any) -> str:
     (block,) = result.content
     text: str = block.text
     return text
+
+
+@pytest.mark.anyio
+async def test_server_info_names_the_wakeful_version() -> None:
+    from importlib import metadata
+
+    async with Client(SERVER) as client:
+        info = client.server_info
+    assert info is not None and info.version == metadata.version("wakeful")

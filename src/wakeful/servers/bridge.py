@@ -20,12 +20,15 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import UserError
@@ -60,7 +63,7 @@ def build_server(
     *,
     instructions: str | None = None,
     workdir: Path | None = None,
-    version: str = "",
+    version: str | None = None,
     settings: Sequence[object] = (),
     store_path: Path | None = None,
     gate: CallGate | None = None,
@@ -105,6 +108,12 @@ def build_server(
             services=ctx.lifespan_context,
         )
         found = registry.get(params.name)
+        if found is None:  # a protocol error, as the specification has it, not a tool result
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown tool {params.name!r}. This server's tools are: "
+                f"{', '.join(registry.names) or '(none)'}; list them with tools/list.",
+            )
         tool_gate = tool_ctx.services.gate
         if tool_gate is None:
             result = await execute_call(found, call, tool_ctx, registry)
@@ -148,7 +157,7 @@ def build_server(
 
     return Server(
         name,
-        version=version,
+        version=version if version is not None else _wakeful_version(),
         instructions=instructions,
         lifespan=lifespan,
         get_tool_input_schema=lambda tool_name: _input_schema(registry, tool_name),
@@ -189,6 +198,14 @@ class SharedStore:
                     if self._users == 0 and self._store is not None:
                         closing, self._store = self._store, None
                         await closing.close()
+
+
+def _wakeful_version() -> str:
+    """This wakeful's version, for serverInfo ("unknown" when it is not installed)."""
+    try:
+        return metadata.version("wakeful")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _gate_for_connection(gate: CallGate | None, store: Store | None) -> CallGate | None:
