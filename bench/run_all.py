@@ -22,6 +22,7 @@ BENCHMARKS = (
     "interrupt_latency",
     "loop_overhead",
     "event_throughput",
+    "session_memory",
     "timers",
     "mcp_round_trip",
     "read_file_big",

@@ -631,7 +631,7 @@ def test_run_on_a_corrupt_store_reports_it_and_leaves_it_alone(tmp_path: Path) -
     result = cli("run", "--config", str(config), input="")
 
     assert result.exit_code == 1
-    assert f"{tmp_path / 'broken.db'} is not a readable wakeful store" in result.stderr
+    assert f"{tmp_path / 'broken.db'} is not a SQLite database" in result.stderr
     assert (tmp_path / "broken.db").read_bytes() == garbage
 
 

@@ -30,6 +30,18 @@ def test_the_default_file_loads_and_means_the_defaults(tmp_path: Path) -> None:
     assert config.store.path == tmp_path / ".wakeful/wakeful.db"
 
 
+def test_the_session_caps_come_from_the_agent_table(tmp_path: Path) -> None:
+    text = (
+        "[agent]\nmax_event_bytes = 65536\nmax_events_per_batch = 10\n"
+        "model_stream_idle_seconds = 30.0\nmodel_fault_retries = 0\n"
+    )
+    session = load_config(write(tmp_path, text)).session_config()
+    assert session.max_event_bytes == 65536
+    assert session.max_events_per_batch == 10
+    assert session.model_stream_idle_seconds == 30.0
+    assert session.model_fault_retries == 0
+
+
 @pytest.mark.parametrize(
     ("text", "fragments"),
     [

@@ -18,6 +18,7 @@ from rich.markup import escape
 from .cli_audit import register as register_audit
 from .cli_check import register as register_check_command
 from .cli_console import err, fail, out
+from .cli_doctor import register as register_doctor
 from .cli_mcp import mcp_app
 from .cli_store import DbOption, InspectConfigOption, reading_store
 from .cli_tools import tools_app
@@ -45,6 +46,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(mcp_app, name="mcp")
 register_audit(app)
 register_check_command(app)
+register_doctor(app)
 
 
 ConfigOption = Annotated[
@@ -145,6 +147,7 @@ def run(
             model=model,
             store_path=cfg.store.path,
             store_synchronous=cfg.store.synchronous,
+            evict_idle_after_seconds=cfg.store.evict_idle_after_seconds,
             mcp_servers=cfg.mcp.servers,
             session_config=cfg.session_config(),
             router=router,

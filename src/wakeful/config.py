@@ -20,6 +20,7 @@ from .agent.session import SessionConfig
 from .discovery.session_tools import DiscoverySettings
 from .discovery.skill_tools import SkillsSettings
 from .errors import ConfigError
+from .events import DEFAULT_MAX_EVENT_BYTES
 from .models.base import Model
 from .safety.commands import PolicySettings
 from .safety.gate import CallGate
@@ -86,6 +87,12 @@ class AgentConfig(_Section):
     max_model_requests_per_activation: int = Field(default=50, ge=1)
     stop_cancels_background: bool = True
     cancel_grace_seconds: float = Field(default=5.0, ge=0)
+    # A session's fault stays in it (see wakeful.agent.session); these are its bounds.
+    model_fault_retries: int = Field(default=2, ge=0)
+    model_fault_backoff_seconds: float = Field(default=2.0, gt=0)
+    model_stream_idle_seconds: float | None = Field(default=300.0, gt=0)
+    max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, ge=1024)
+    max_events_per_batch: int = Field(default=50, ge=1)
 
     def session_config(self) -> SessionConfig:
         return SessionConfig(
@@ -94,6 +101,11 @@ class AgentConfig(_Section):
             max_model_requests_per_activation=self.max_model_requests_per_activation,
             stop_cancels_background=self.stop_cancels_background,
             cancel_grace_seconds=self.cancel_grace_seconds,
+            model_fault_retries=self.model_fault_retries,
+            model_fault_backoff_seconds=self.model_fault_backoff_seconds,
+            model_stream_idle_seconds=self.model_stream_idle_seconds,
+            max_event_bytes=self.max_event_bytes,
+            max_events_per_batch=self.max_events_per_batch,
         )
 
 
@@ -105,6 +117,9 @@ class RouterConfig(_Section):
 class StoreConfig(_Section):
     path: Path = Path(".wakeful/wakeful.db")
     synchronous: Literal["full", "normal"] = "normal"
+    # A session idle this long is unloaded from memory and reloaded from the store on its next
+    # event; None keeps every session loaded.
+    evict_idle_after_seconds: float | None = Field(default=300.0, gt=0)
 
 
 class MCPConfig(_Section):
@@ -391,6 +406,11 @@ send_assistant_text = false               # plain assistant text is not sent; re
 max_model_requests_per_activation = 50    # stop runaway loops and tell the user
 stop_cancels_background = true            # a stop also cancels this session's background tasks
 cancel_grace_seconds = 5.0                # time a cancelled tool gets to clean up
+model_fault_retries = 2                   # a request failing unexpectedly is retried, then the
+model_fault_backoff_seconds = 2.0         #   session pauses until its next event (and alerts)
+model_stream_idle_seconds = 300.0         # a stream silent this long fails the request
+max_event_bytes = 4194304                 # larger events are refused (InvalidEvent)
+max_events_per_batch = 50                 # events appended at one safe point; the rest follow
 
 [router]
 # Messages that stop the agent at once (whole message, case-insensitive).
@@ -440,6 +460,7 @@ path = ".wakeful/wakeful.db"   # SQLite: events, trajectories, tasks, timers (re
 # "normal": commits survive the runtime crashing, not a power loss (SQLite's advice for WAL);
 # "full": every commit is fsynced and survives both, at a cost in throughput.
 synchronous = "normal"
+evict_idle_after_seconds = 300   # an idle session leaves memory; its next event reloads it
 
 # The layers around every tool call: the sidecar checks each call as soon as the model emits
 # it (shell commands are parsed and checked against [safety.commands]); "ask" decisions wait

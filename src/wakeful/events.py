@@ -9,13 +9,28 @@ reads, with a source tag for everything that does not come from the user.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticSerializationError, to_json
 
 from .errors import UserError
+from .storable_text import repair_strings
+
+log = logging.getLogger(__name__)
+
+# The default cap on one event's size as stored JSON (SessionConfig.max_event_bytes).
+DEFAULT_MAX_EVENT_BYTES: Final = 4 * 1024 * 1024
 
 # Kinds the runtime knows. Any other kind is accepted as data and routed as a normal event.
 USER_INPUT: Final = "user.input"
@@ -86,6 +101,16 @@ class Event(BaseModel):
     urgency: Urgency = "normal"
     session: str = "main"
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _invalid_event(cls, data: Any, handler: ModelWrapValidatorHandler[Event]) -> Event:
+        # Built in code (`Event(...)`) or parsed, a bad event raises InvalidEvent, which names
+        # each field at fault, rather than pydantic's raw ValidationError.
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            raise InvalidEvent.from_validation(exc) from exc
+
     def to_json(self) -> str:
         return self.model_dump_json()
 
@@ -94,15 +119,13 @@ class Event(BaseModel):
         """Parse an event, raising :class:`InvalidEvent` with the field at fault."""
         try:
             return cls.model_validate_json(text)
-        except ValidationError as exc:
+        except ValidationError as exc:  # text that is not JSON fails before the validator
             raise InvalidEvent.from_validation(exc) from exc
 
     @classmethod
     def from_dict(cls, data: Any) -> Event:
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise InvalidEvent.from_validation(exc) from exc
+        """Validate an event, raising :class:`InvalidEvent` with the field at fault."""
+        return cls.model_validate(data)
 
     @property
     def text(self) -> str:
@@ -125,6 +148,105 @@ class InvalidEvent(UserError):
             f'Invalid event: {problems}. An event needs at least `kind` (e.g. "user.input") '
             f'and `source` (e.g. {{"type": "user", "id": "me"}}).'
         )
+
+
+def storable_event(event: Event, *, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Event:
+    """The event as the store will keep it, or :class:`InvalidEvent` saying why it cannot be.
+
+    Text with lone UTF-16 surrogates (which UTF-8 cannot encode) is repaired with U+FFFD in a
+    copy, and the repair logged; content or context that is not JSON is refused naming the
+    field; an event larger than `max_bytes` as JSON is refused with its size and the cap.
+    """
+    try:
+        size = len(event.to_json().encode())
+    except PydanticSerializationError:
+        event = _repaired(event)
+        size = len(event.to_json().encode())
+    if size > max_bytes:
+        raise InvalidEvent(
+            f"Event {event.id} ({event.kind}) is {size:,} bytes as stored JSON, over the cap of "
+            f"{max_bytes:,} bytes. Put large content in a file and send its path, or raise the "
+            "cap: max_event_bytes in the [agent] table of wakeful.toml "
+            "(SessionConfig.max_event_bytes in code)."
+        )
+    return event
+
+
+def cut_to_fit(event: Event, why: InvalidEvent, *, max_bytes: int) -> Event:
+    """A copy of an event the runtime itself produced (a background task's result) that the
+    store refused, cut to fit, visibly: such an event must still reach its session. The text is
+    kept up to an eighth of the cap in characters (JSON escaping can grow a character to six
+    bytes), images are dropped, and the text starts by saying so."""
+    keep = max(0, max_bytes // 8 - 1_000)
+    text = event.text
+    context = {k: v for k, v in event.context.items() if k != "images"}
+    dropped = "; its images were dropped" if context != event.context else ""
+    return event.model_copy(
+        update={
+            "content": (
+                f"[Cut to fit the event size cap: {why} The first {min(keep, len(text)):,} of "
+                f"{len(text):,} characters follow{dropped}.]\n" + text[:keep]
+            ),
+            "context": {**context, "cut": True},
+        }
+    )
+
+
+def _repaired(event: Event) -> Event:
+    """A copy of an event that did not serialize, with its text repaired; InvalidEvent naming
+    the field when what is wrong is not text."""
+    update: dict[str, Any] = {}
+    count = 0
+    for name in ("kind", "channel", "content", "context", "session", "id"):
+        value = getattr(event, name)
+        try:
+            fixed, fixed_count = repair_strings(value)
+        except RecursionError as exc:
+            raise InvalidEvent(
+                f"Invalid event: {name} is nested too deeply to store. Send flatter data."
+            ) from exc
+        if fixed_count:
+            update[name] = fixed
+            count += fixed_count
+    repaired = event.model_copy(update=update) if update else event
+    try:
+        repaired.to_json()
+    except PydanticSerializationError as exc:
+        path = _unserializable_path(repaired.content, "content") or _unserializable_path(
+            repaired.context, "context"
+        )
+        raise InvalidEvent(
+            f"Invalid event: {path or 'a field'} holds a value that is not JSON ({exc}). Event "
+            "content and context may hold only strings, numbers, booleans, null, lists and "
+            "objects."
+        ) from exc
+    log.warning(
+        "event %s: %d text(s) held lone UTF-16 surrogates; stored with U+FFFD in their place",
+        event.id,
+        count,
+    )
+    return repaired
+
+
+def _unserializable_path(value: Any, path: str) -> str | None:
+    """The dotted path of the first value inside `value` that does not serialize to JSON."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _unserializable_path(item, f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _unserializable_path(item, f"{path}.{index}")
+            if found is not None:
+                return found
+        return None
+    try:
+        to_json(value)
+    except PydanticSerializationError:
+        return path
+    return None
 
 
 def user_input(text: str, *, session: str = "main", channel: str = "console") -> Event:

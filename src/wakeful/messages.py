@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -23,6 +24,26 @@ from pydantic import (
     TypeAdapter,
     model_serializer,
 )
+
+# How deep tool arguments may nest: more than any tool's schema needs, far less than the JSON
+# parsers' recursion limits (about 1000), which deeper arguments would exhaust.
+MAX_ARGUMENT_DEPTH = 64
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of `[` and `{` in JSON text, counted without parsing (so without
+    recursion), ignoring brackets inside strings."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
 
 
 def new_call_id() -> str:

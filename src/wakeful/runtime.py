@@ -3,7 +3,8 @@
 `Runtime` is an async context manager. Inside it, `submit(event)` persists an event and hands it
 to its session, which routes it (cancel, queue or parallel). On entry the runtime recovers what a
 previous run left behind: trajectories are reloaded and repaired, pending events are re-queued,
-and every task that was running is reported to its session as lost.
+and every task that was running is reported to its session as lost. With a store, sessions that
+stay idle are unloaded (`evict_idle_after_seconds`) and reloaded from it on their next event.
 """
 
 from __future__ import annotations
@@ -19,12 +20,22 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
+from .activity import ActivitySignal
 from .agent.router import Decision, Router, Strategy
 from .agent.session import AgentSession, SessionConfig, SessionObserver
 from .agent.trajectory import Trajectory
 from .discovery.session_tools import Discovery, DiscoverySettings
 from .errors import UserError
-from .events import SYSTEM_ALERT, USER_INPUT, Event, Source
+from .events import (
+    SYSTEM_ALERT,
+    USER_INPUT,
+    Event,
+    InvalidEvent,
+    Source,
+    cut_to_fit,
+    storable_event,
+)
+from .idle_eviction import IdleEviction, SessionSettled
 from .models.base import Model
 from .safety.gate import CallGate
 from .services import Outbox, Services, close_state
@@ -87,6 +98,7 @@ class Runtime:
         mcp_in_process: Mapping[str, Any] | None = None,
         skills: SkillsSettings | None = None,
         mcp_pins: ToolPins | None = None,
+        evict_idle_after_seconds: float | None = 300.0,
     ) -> None:
         self.model = model
         # The safety layers around every call (see wakeful.safety.gate); "default" is the
@@ -144,7 +156,22 @@ class Runtime:
         self.mcp: MCPToolset | None = None
         self._mcp_tool_names: set[str] = set()
         self._discovery_lock = anyio.Lock()
+        # The sessions in memory. With a store, a session idle for `evict_idle_after_seconds`
+        # (measured on `clock`) is unloaded: its loop stops and it leaves this dict; its next
+        # event reloads it from the store. Without a store nothing is unloaded (its state
+        # would be lost); None keeps every session loaded for the runtime's life.
         self.sessions: dict[str, AgentSession] = {}
+        self.evict_idle_after_seconds = evict_idle_after_seconds
+        self._eviction: IdleEviction | None = None
+        # The cancel scope of each running session loop, by session id.
+        self._loops: dict[str, anyio.CancelScope] = {}
+        # Sessions that may be working: handed an event or started since `is_idle` last saw
+        # them idle. The idle check looks at these only, not at every session in memory.
+        self._active: set[str] = set()
+        # Events being handed to each session: a session is never evicted while it has one.
+        self._handing: dict[str, int] = {}
+        # Sessions being loaded from the store, so that concurrent first uses load one.
+        self._loading: dict[str, anyio.Event] = {}
         self.store: Store | None = None
         self.timers: TimerService | None = None
         self._tg: TaskGroup | None = None
@@ -152,7 +179,6 @@ class Runtime:
         self._entered = False
         self._stack = AsyncExitStack()
         self._recovering = False
-        self._started: set[str] = set()
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -177,14 +203,14 @@ class Runtime:
         if self.store_path is not None:
             from .store.sqlite import Store
 
-            self.store_path.parent.mkdir(parents=True, exist_ok=True)
+            # Store.open makes the folder itself, with an error that says why it cannot.
             self.store = await Store.open(self.store_path, synchronous=self.store_synchronous)
             self._stack.push_async_callback(self._close_store)
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         store = self.store
         tasks = TaskManager(
             self._tg,
-            self.submit,
+            self._submit_task_result,
             on_change=store.save_task_nowait if store is not None else None,
             progress_interval=self.progress_interval,
         )
@@ -199,6 +225,11 @@ class Runtime:
         )
         # Tools' long-lived state (interpreters, shell history) ends before the task group.
         self._stack.push_async_callback(close_state, self._services)
+        if store is not None and self.evict_idle_after_seconds is not None:
+            self._eviction = IdleEviction(
+                self.evict_idle_after_seconds, self._evict, clock=self.clock
+            )
+            await self._tg.start(self._eviction.run)
         if "run_shell" in self.registry:
             await self._check_sandbox()
         if self.skills_settings is not None:
@@ -214,10 +245,16 @@ class Runtime:
         if self.with_timers:
             from .channels.timers import TimerService
 
-            self.timers = TimerService(store, self.submit, clock=self.clock)
+            # The service stores each fire itself, with the timer's advance (one transaction),
+            # and hands it over stored. Loaded now, so recovered sessions' timer tools see every
+            # timer; firing starts only after recovery has queued the pending events, so a fire
+            # cannot reach a session twice (once fired, once recovered).
+            self.timers = TimerService(store, self._hand_over_stored, clock=self.clock)
             self._services.timers = self.timers
-            await self._tg.start(self.timers.run)
+            await self.timers.load()
         await self._recover()
+        if self.timers is not None:
+            await self._tg.start(self.timers.run)
         if self.mcp_servers or self.mcp_in_process:
             # After recovery, so a server's alerts cannot start sessions before it is done.
             from .tools.mcp_client import MCPToolset  # the MCP SDK only when servers are set
@@ -436,19 +473,39 @@ class Runtime:
                 )
         finally:
             self._recovering = False
-        for session in self.sessions.values():
+        # A copy: a started session may create others (an event for a new session) meanwhile.
+        for session in list(self.sessions.values()):
             await self._start(session)
 
     # --- sessions and events -------------------------------------------------------------------
 
     async def session(self, session_id: str = "main") -> AgentSession:
-        """The session with this id, started (and reloaded from the store) on first use."""
-        session = self.sessions.get(session_id)
-        if session is None:
-            session = await self._load_session(session_id)
-            self.sessions[session_id] = session
+        """The session with this id, started (and reloaded from the store) on first use.
+
+        With eviction on (see `evict_idle_after_seconds`), the object returned stands for the
+        session while it is in memory: once unloaded, the next call returns a new one.
+        """
+        session = await self._loaded(session_id)
         if not self._recovering:
             await self._start(session)
+        return session
+
+    async def _loaded(self, session_id: str) -> AgentSession:
+        """The session in memory, loading it if needed; concurrent callers share one load."""
+        while (session := self.sessions.get(session_id)) is None:
+            loading = self._loading.get(session_id)
+            if loading is None:
+                break
+            await loading.wait()
+        if session is not None:
+            return session
+        loading = self._loading[session_id] = anyio.Event()
+        try:
+            session = await self._load_session(session_id)
+            self.sessions[session_id] = session
+        finally:
+            del self._loading[session_id]
+            loading.set()
         return session
 
     async def _load_session(self, session_id: str) -> AgentSession:
@@ -456,6 +513,13 @@ class Runtime:
             raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
         messages = await self.store.load_trajectory(session_id) if self.store else []
         trajectory = Trajectory(session_id, messages, store=self.store)
+        if self.store is not None:
+            # A reply whose message went out before the crash is answered as sent, not lost.
+            from .tools.reply import recovered_replies
+
+            known = await recovered_replies(self.store, trajectory)
+            if known:
+                await trajectory.append(*known)
         await trajectory.repair()
         return AgentSession(
             session_id,
@@ -467,30 +531,97 @@ class Runtime:
             config=self.session_config,
             parallel_model=self.parallel_model,
             observer=self.observer,
-            settled=self.services.tasks.settled,
+            settled=self._settled_signal(session_id),
+            alert=self._alert_operator,
         )
 
+    def _settled_signal(self, session_id: str) -> ActivitySignal:
+        """What the session notifies when it goes idle: the shared signal `wait_idle` waits
+        on, and with eviction on, the start of the session's countdown too."""
+        shared = self.services.tasks.settled
+        if self._eviction is None:
+            return shared
+        return SessionSettled(session_id, shared, self._eviction)
+
     async def _start(self, session: AgentSession) -> None:
-        if session.id in self._started or self._tg is None:
+        if session.id in self._loops or self._tg is None:
             return
-        self._started.add(session.id)
-        self._tg.start_soon(session.run, name=f"session {session.id}")
+        scope = self._loops[session.id] = anyio.CancelScope()
+        self._tg.start_soon(self._run_session, session, scope, name=f"session {session.id}")
         await session.wait_started()
+        self._active.add(session.id)
+
+    @staticmethod
+    async def _run_session(session: AgentSession, scope: anyio.CancelScope) -> None:
+        with scope:  # cancelled when the session is evicted
+            await session.run()
+
+    def _evict(self, session_id: str) -> bool:
+        """Unload a session that stayed idle; False when it cannot go now.
+
+        It goes only when idle with nothing of its own in flight: no event waiting, held for
+        its next batch (progress) or being handed to it, no side answer, no unsettled task, no
+        open approval. Nothing here awaits, so no
+        event can slip in between the check and the unloading: an event handed before it
+        pins the session (see `_hand`), one handed after it reloads the session from the store.
+        """
+        session = self.sessions.get(session_id)
+        if session is None:
+            return True
+        if not session.idle or session.passive or self._handing.get(session_id):
+            return False
+        if session_id not in self._loops or self.services.tasks.has_unsettled(session_id):
+            return False
+        approvals = self.approvals
+        if approvals is not None and approvals.pending(session_id):
+            return False
+        del self.sessions[session_id]
+        self._active.discard(session_id)
+        self._loops.pop(session_id).cancel()
+        discovery = self.services.state.get(Discovery)
+        if isinstance(discovery, Discovery):
+            discovery.loaded.pop(session_id, None)  # restored from the trajectory on reload
+        if self.gate is not None:
+            self.gate.forget_session(session_id)
+        log.debug("session %s evicted after being idle", session_id)
+        return True
 
     async def submit(self, event: Event) -> Decision:
         """Persist an event and hand it to its session; returns how it was routed.
 
         A user's answer to an open approval request ("/approve a3f9", or "yes" while one
         question is open) is stored as consumed and answers the request; the agent does not
-        see it as a new message."""
+        see it as a new message. An event the store cannot keep (over
+        `SessionConfig.max_event_bytes`, or content that is not JSON) raises InvalidEvent."""
+        event = storable_event(event, max_bytes=self.session_config.max_event_bytes)
         if self._answers_approval(event):
             if self.store is not None:
                 await self.store.add_event(event, status="consumed")
             return Decision(Strategy.QUEUE, reason="an answer to an approval request", wake=False)
         if self.store is not None:
             await self.store.add_event(event)
-        session = await self.session(event.session)
-        return await session.handle(event)
+        return await self._hand(event)
+
+    async def _hand_over_stored(self, event: Event) -> Decision:
+        """Hand an event that is already stored (a timer's fire) to its session."""
+        return await self._hand(event)
+
+    async def _hand(self, event: Event) -> Decision:
+        """Hand a stored event to its session, loading the session if needed.
+
+        The session cannot be evicted from the moment this starts until the event is in its
+        queue, so the event reaches a session that will handle it, exactly once."""
+        session_id = event.session
+        self._handing[session_id] = self._handing.get(session_id, 0) + 1
+        try:
+            session = await self.session(session_id)
+            decision = await session.handle(event)
+            self._active.add(session_id)  # no await since the event was queued
+        finally:
+            left = self._handing.pop(session_id) - 1
+            if left:
+                self._handing[session_id] = left
+        return decision
 
     def _answers_approval(self, event: Event) -> bool:
         gate = self.gate
@@ -511,19 +642,34 @@ class Runtime:
         For channels that deliver bursts (a mailbox sync, a webhook batch): one commit instead
         of one per event. Nothing is stored if any event cannot be (e.g. a duplicate id).
         """
+        cap = self.session_config.max_event_bytes
+        events = [storable_event(event, max_bytes=cap) for event in events]
         if self.store is not None and events:
             await self.store.add_events(events)
-        decisions = []
-        for event in events:
-            session = await self.session(event.session)
-            decisions.append(await session.handle(event))
-        return decisions
+        return [await self._hand(event) for event in events]
+
+    async def _submit_task_result(self, event: Event) -> Decision:
+        """Submit a background task's result: one too large to store is cut to fit, visibly,
+        rather than refused, since no caller is there to see the refusal."""
+        try:
+            return await self.submit(event)
+        except InvalidEvent as exc:
+            cap = self.session_config.max_event_bytes
+            return await self.submit(cut_to_fit(event, exc, max_bytes=cap))
 
     def is_idle(self, *, include_tasks: bool = True) -> bool:
-        """No session is working or holding pending events (nor, by default, running tasks)."""
-        if include_tasks and self._services is not None and self._services.tasks.unsettled():
+        """No session is working or holding pending events (nor, by default, running tasks).
+
+        It costs O(sessions handed work since the last check), not O(sessions in memory):
+        sessions found idle are dropped from the set it looks at until work reaches them."""
+        if include_tasks and self._services is not None and self._services.tasks.has_unsettled():
             return False
-        return all(not s.busy and not s.pending for s in self.sessions.values())
+        for session_id in list(self._active):
+            session = self.sessions.get(session_id)
+            if session is not None and not session.idle:
+                return False
+            self._active.discard(session_id)
+        return True
 
     async def wait_idle(self, *, include_tasks: bool = True) -> None:
         """Wait until every session is idle (and, by default, no task runs).
@@ -537,4 +683,11 @@ class Runtime:
     def transcript(self, session_id: str = "main") -> list[dict[str, Any]]:
         from .messages import to_openai_shape
 
-        return [to_openai_shape(m) for m in self.sessions[session_id].trajectory.messages]
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise UserError(
+                f"Session {session_id!r} is not in memory: it was never used, or was unloaded "
+                "after being idle (see evict_idle_after_seconds). Call `await rt.session("
+                f"{session_id!r})` first to load it from the store."
+            )
+        return [to_openai_shape(m) for m in session.trajectory.messages]

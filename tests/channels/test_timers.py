@@ -340,6 +340,50 @@ async def test_the_skip_policy_stays_quiet_and_moves_on(db_path: Path) -> None:
         assert stored[once.id].active is False and stored[once.id].fire_count == 0
 
 
+async def test_a_burst_of_fires_is_stored_with_every_timers_advance_before_any_is_handed_on(
+    db_path: Path,
+) -> None:
+    """A kill while the fires are being handed on must not fire any of them again: by the first
+    hand-over, every fire of the burst and every timer's advance are committed together."""
+    clock = FakeClock(T0)
+    seen_in_store: list[tuple[list[Event], list[TimerRecord]]] = []
+    handed_on: list[Event] = []
+    all_handed_on = anyio.Event()
+    async with await Store.open(db_path) as store:
+
+        async def hand_on(event: Event) -> None:
+            handed_on.append(event)
+            if len(handed_on) == 1:
+                seen_in_store.append((await store.pending_events(), await store.timers()))
+            if len(handed_on) == 80:
+                all_handed_on.set()
+
+        service = TimerService(store, hand_on, clock=clock)
+        async with anyio.create_task_group() as tg:
+            await tg.start(service.run)
+            for i in range(40):
+                await service.set_timer(session=f"s{i % 8}", note=f"once {i}", delay_seconds=10)
+                await service.set_timer(session=f"s{i % 8}", note=f"every {i}", every_seconds=10)
+            clock.advance(10)
+            with anyio.fail_after(5):
+                await all_handed_on.wait()
+            tg.cancel_scope.cancel()
+
+    ((pending, timers),) = seen_in_store
+    assert sorted(e.id for e in pending) == sorted(e.id for e in handed_on)
+    assert len(pending) == 80 and all(e.kind == TIMER_TRIGGER for e in pending)
+    assert len(timers) == 80 and all(t.fire_count == 1 for t in timers)
+    assert all(not t.active for t in timers if t.kind == "once")
+    assert {t.next_fire for t in timers if t.kind == "every"} == {T0 + timedelta(seconds=20)}
+
+    # Restarted after a kill at that moment, nothing fires again.
+    async with await Store.open(db_path) as store, running(store, clock) as (service, events):
+        await assert_quiet(events)
+        clock.advance(5)
+        await assert_quiet(events)
+        assert len(await store.pending_events()) == 80
+
+
 # --- validation ----------------------------------------------------------------------------------
 
 

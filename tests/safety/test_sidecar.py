@@ -68,6 +68,15 @@ def test_unparsable_arguments_are_left_to_the_tool_boundary() -> None:
     assert rules().check(bad, WRITE).decision == "allow"
 
 
+def test_arguments_nested_too_deep_to_parse_are_denied_not_raised() -> None:
+    deep = ToolCall(
+        id="c1", name="run_shell", arguments='{"command": ' + "[" * 5000 + "]" * 5000 + "}"
+    )
+    verdict = rules().check(deep, None)
+    assert verdict.decision == "deny"
+    assert "nested 5001 levels deep" in verdict.reasons[0]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -274,6 +274,30 @@ async def test_timers_save_list_delete(db_path: Path) -> None:
         assert [t.id for t in await store.timers()] == ["tmr_late", "tmr_done"]
 
 
+async def test_timer_fires_and_the_timers_advance_are_stored_together_or_not_at_all(
+    db_path: Path,
+) -> None:
+    hourly = timer_record("tmr_hourly", T0 + timedelta(hours=1))
+    once = timer_record("tmr_once", T0)
+    async with await Store.open(db_path) as store:
+        await store.save_timers([hourly, once])
+        taken = user_input("already stored")
+        await store.add_event(taken)
+        fire = Event(kind="timer.trigger", source=Source(type="system", id="tmr_once"))
+        done = timer_record("tmr_once", None)
+        advanced = timer_record("tmr_hourly", T0 + timedelta(hours=2))
+        # One event cannot be stored (its id is taken): nothing of the write is kept.
+        clash = Event(id=taken.id, kind="timer.trigger", source=fire.source)
+        with pytest.raises(StoreError, match="already stored"):
+            await store.record_timer_fires([fire, clash], [done, advanced])
+        assert await store.timers() == [once, hourly]
+        assert [e.id for e in await store.pending_events()] == [taken.id]
+
+        await store.record_timer_fires([fire], [done, advanced])
+        assert await store.timers() == [advanced, done]
+        assert [e.id for e in await store.pending_events()] == [taken.id, fire.id]
+
+
 # --- opening, versions and damage ----------------------------------------------------------------
 
 
@@ -382,7 +406,8 @@ async def test_a_file_that_is_not_sqlite_is_refused_untouched(
     with pytest.raises(StoreError) as info:
         await Store.open(path)
     message = str(info.value)
-    assert str(path) in message and "move it aside" in message
+    assert str(path) in message and "is not a SQLite database" in message
+    assert "Nothing in it was changed" in message
     with pytest.raises(StoreError, match="not a readable wakeful store"):
         Store.read_only(path)
     assert path.read_bytes() == content
@@ -392,7 +417,7 @@ async def test_a_damaged_store_is_refused_untouched(db_path: Path) -> None:
     async with await Store.open(db_path) as store:
         await store.add_event(user_input("x"))
     damaged = overwrite_header(db_path)
-    with pytest.raises(StoreError, match="not a readable wakeful store"):
+    with pytest.raises(StoreError, match=r"not a SQLite database.*first page is damaged"):
         await Store.open(db_path)
     assert await anyio.Path(db_path).read_bytes() == damaged
 

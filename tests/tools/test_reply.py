@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tool_services import tool_services
 from wakeful.errors import ToolError
+from wakeful.store.sqlite import Store
 from wakeful.tools.reply import reply_to_user
 from wakeful.tools.spec import ToolContext
 
@@ -48,3 +51,27 @@ async def test_bad_arguments_are_named_and_nothing_is_sent(
             await reply_to_user.run(arguments, ctx)
         assert fragment in str(info.value)
         assert services.outbox.sent == []
+
+
+async def test_with_a_store_a_call_sends_its_message_once(tmp_path: Path) -> None:
+    async with (
+        await Store.open(tmp_path / "wakeful.db") as store,
+        tool_services() as (services, _),
+    ):
+        services.store = store
+        ctx = ToolContext("main", "call_7", "reply_to_user", services)
+        first = await reply_to_user.run({"text": "The report is ready."}, ctx)
+        again = await reply_to_user.run({"text": "The report is ready."}, ctx)
+        assert first.content == "sent"
+        assert again.content.startswith("sent (already delivered by this call")
+        assert [m["text"] for m in services.outbox.sent] == ["The report is ready."]
+        # A provider that reuses call ids: another message under the same id still goes out,
+        # and so does the same message in another session.
+        await reply_to_user.run({"text": "One more thing."}, ctx)
+        other = ToolContext("other", "call_7", "reply_to_user", services)
+        await reply_to_user.run({"text": "The report is ready."}, other)
+        assert [(m["session"], m["text"]) for m in services.outbox.sent] == [
+            ("main", "The report is ready."),
+            ("main", "One more thing."),
+            ("other", "The report is ready."),
+        ]

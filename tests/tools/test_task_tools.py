@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import weakref
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from process_probes import live_group_members
-from tool_services import tool_services
+from tool_services import Events, tool_services
 from wakeful.channels.shell_monitor import monitor_shell
 from wakeful.errors import ToolError
 from wakeful.services import Services
+from wakeful.store.sqlite import Store
 from wakeful.tools.shell import run_shell
-from wakeful.tools.spec import Tool, ToolContext
+from wakeful.tools.spec import Tool, ToolContext, ToolResult
 from wakeful.tools.task_tools import TASK_TOOLS, cancel_task, list_tasks, task_status
-from wakeful.tools.tasks import TaskHandle
+from wakeful.tools.tasks import TaskHandle, TaskManager
 
 
 async def call(
@@ -141,6 +146,47 @@ async def test_unknown_or_foreign_task_ids_list_the_known_ones(tool: Tool) -> No
         with pytest.raises(ToolError, match=f"no task '{theirs.id}'"):
             await tool.run({"task_id": theirs.id}, ctx)
     assert theirs.state == "cancelled"  # by the test's cleanup, not by the call
+
+
+@pytest.mark.anyio
+async def test_finished_tasks_are_released_yet_task_status_still_answers(tmp_path: Path) -> None:
+    async def answer(handle: TaskHandle) -> ToolResult:
+        handle.add_output(f"working on {handle.description}")
+        return ToolResult(content=f"answer {handle.description}")
+
+    events = Events()
+    async with await Store.open(tmp_path / "w.db") as store, anyio.create_task_group() as tg:
+        tasks = TaskManager(tg, events.emit, on_change=store.save_task_nowait, keep_finished=2)
+        services = Services(tasks=tasks, emit=events.emit, store=store)
+        started = [
+            tasks.start(
+                session="main", tool="lookup", run=answer, description=str(i), background=i >= 2
+            )
+            for i in range(6)  # 2 inline calls, then 4 background tasks
+        ]
+        await events.until(lambda: len(events.seen) == 4)  # the background results
+        for handle in started:
+            await handle.wait()
+        await wait_all_tasks_blocked()  # every task settled
+        ids = [handle.id for handle in started]
+        released = [weakref.ref(handle) for handle in started[:4]]
+        del started, handle
+        gc.collect()
+        await store.flush()
+
+        assert [ref() for ref in released] == [None] * 4
+        assert not tasks.has_unsettled()
+        assert [t.id for t in tasks.list("main")] == ids[4:]
+        just_finished = await call(task_status, services, task_id=ids[5])
+        long_finished = await call(task_status, services, task_id=ids[2])
+        cancelled = await call(cancel_task, services, task_id=ids[2])
+
+    assert just_finished["result"] == "answer 5"
+    assert just_finished["last_output"] == ["working on 5"]
+    assert long_finished["state"] == "completed"
+    assert long_finished["result"] == "answer 2"
+    assert long_finished["last_output"] == [] and "no longer kept" in long_finished["note"]
+    assert cancelled["status"] == "already_finished"
 
 
 @pytest.mark.parametrize(

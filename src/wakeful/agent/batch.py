@@ -3,12 +3,14 @@
 A single pending event is appended as it is, so the common case reads like an ordinary chat.
 Several are numbered `[Unprocessed event i/N]` and closed by a summary that counts them by kind
 and asks the model to answer all of them, because models otherwise attend to the last one only.
+A batch holds at most `SessionConfig.max_events_per_batch` items; when more wait, a last line
+counts them by kind and says they come in the next batch (numbered from 1 again).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..events import Event, render_event
@@ -77,19 +79,54 @@ def item_kind(item: PendingItem) -> str:
     return item.kind
 
 
-def render_batch(items: Sequence[PendingItem]) -> str:
-    """The text of the user message that carries `items` into the trajectory."""
-    if len(items) == 1:
+def _count_by_kind(items: Sequence[PendingItem]) -> str:
+    counts = Counter(item_kind(item) for item in items)
+    return ", ".join(_label(kind, c) for kind, c in counts.items())
+
+
+def render_batch(items: Sequence[PendingItem], *, waiting: Sequence[PendingItem] = ()) -> str:
+    """The text of the user message that carries `items` into the trajectory; `waiting` are
+    the items left for the next batch (only counted here)."""
+    if len(items) == 1 and not waiting:
         return _render(items[0])
     n = len(items)
     lines = [f"[Unprocessed event {i}/{n}] {_render(item)}" for i, item in enumerate(items, 1)]
-    counts = Counter(item_kind(item) for item in items)
-    summary = ", ".join(_label(kind, c) for kind, c in counts.items())
     lines.append(
-        f"[{n} unprocessed events above: {summary}. Address all of them in your response, "
-        "not only the last one.]"
+        f"[{n} unprocessed events above: {_count_by_kind(items)}. Address all of them in your "
+        "response, not only the last one.]"
     )
+    if waiting:
+        lines.append(
+            f"[{len(waiting)} more events wait: {_count_by_kind(waiting)}. They come in the "
+            "next batch, after your response to these.]"
+        )
     return "\n".join(lines)
+
+
+def split_batch(
+    pending: Sequence[PendingItem],
+    riding: Sequence[Event],
+    limit: int,
+    *,
+    first: Callable[[Event], bool],
+) -> tuple[list[PendingItem], list[PendingItem], list[Event]]:
+    """At most `limit` items for one batch: `(batch, pending left, riding left)`.
+
+    Pending events for which `first` holds (those that interrupted, e.g. a stop) are taken
+    whatever their place in the queue, then the oldest other pending items, then progress
+    updates riding along; the batch lists them in their usual order (riding updates, then
+    pending items as they arrived), so the numbering reads in arrival order."""
+    urgent = [i for i, item in enumerate(pending) if isinstance(item, Event) and first(item)]
+    chosen = set(urgent[:limit])
+    for i in range(len(pending)):
+        if len(chosen) >= limit:
+            break
+        chosen.add(i)
+    room = limit - len(chosen)
+    batch: list[PendingItem] = [*riding[:room]]
+    batch += [item for i, item in enumerate(pending) if i in chosen]
+    left = [item for i, item in enumerate(pending) if i not in chosen]
+    return batch, left, list(riding[room:])
 
 
 def render_status(tasks: Sequence[TaskHandle], loaded_tools: Sequence[str]) -> str:

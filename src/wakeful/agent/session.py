@@ -12,13 +12,21 @@ The loop keeps the five rules of the trajectory:
 Safe points are the end of a model turn and the return of a tool call. Everything that reaches
 the session goes through :meth:`AgentSession.handle`, which asks the router and then either
 queues the event, interrupts the running step, or answers the event in a side session.
+
+A session's fault stays in that session. A model request that fails unexpectedly (an exception
+other than `ModelAPIError`, or a stream silent for `model_stream_idle_seconds`) is retried with
+exponential backoff `model_fault_retries` times, since a stuck connection or a flaky SDK often
+recovers; then the session pauses until its next event, the user is told and the operator gets a
+`system.alert`. Any other unexpected exception in the loop (a tool's path, the store) pauses the
+session at once, after answering its open calls, with the same alert; the alert event (stored as
+consumed) is the record. Other sessions never notice.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -29,7 +37,7 @@ from anyio.abc import TaskGroup
 from ..activity import ActivitySignal
 from ..discovery.session_tools import Discovery, unwrap_call
 from ..errors import ModelAPIError
-from ..events import TOOL_RESULT, Event
+from ..events import DEFAULT_MAX_EVENT_BYTES, SYSTEM_ALERT, TOOL_RESULT, Event, Source
 from ..messages import (
     Message,
     SystemMessage,
@@ -48,13 +56,22 @@ from ..models.base import (
     Usage,
 )
 from ..services import Services
+from ..storable_text import replace_lone_surrogates
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.shaping import Compressor, shape
 from ..tools.spec import Tool, ToolContext, ToolResult
 from ..tools.tasks import TaskHandle
-from .batch import Note, ParallelExchange, PendingItem, render_batch, render_status
+from .batch import (
+    Note,
+    ParallelExchange,
+    PendingItem,
+    render_batch,
+    render_status,
+    split_batch,
+)
 from .router import Decision, Router, Strategy
 from .trajectory import Trajectory
+from .turn_repair import repair_turn, safe_call
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +93,36 @@ class SessionConfig:
     # a compressor, results are recorded as the tools gave them (tools cut their own output).
     compressor: Compressor | None = None
     compress_over_chars: int = 10_000
+    # A model request that fails unexpectedly (not a provider's ModelAPIError, which the
+    # adapters already retry) or whose stream is silent for model_stream_idle_seconds is tried
+    # again this many times, waiting model_fault_backoff_seconds, doubling each time; then the
+    # session pauses until its next event and the operator is alerted.
+    model_fault_retries: int = 2
+    model_fault_backoff_seconds: float = 2.0
+    # No part of a model's stream for this long (None: wait forever) fails the request.
+    model_stream_idle_seconds: float | None = 300.0
+    # Events larger than this (as stored JSON) are refused with InvalidEvent at submit.
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    # At most this many pending events are appended at one safe point; a closing line says how
+    # many more wait, and they come at the next safe point, after the model's next turn.
+    max_events_per_batch: int = 50
+
+
+def describe_exception(exc: BaseException, limit: int = 300) -> str:
+    """`Type: message`, short enough for an alert and with text the store can encode."""
+    text = replace_lone_surrogates(f"{type(exc).__name__}: {exc}")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _single(exc: Exception) -> Exception:
+    """The one exception inside task-group wrappers (anyio groups even a single failure)."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class StreamIdle(Exception):
+    """A model stream sent nothing for longer than `model_stream_idle_seconds`."""
 
 
 class SessionObserver(Protocol):
@@ -128,6 +175,7 @@ class AgentSession:
         parallel_model: Model | None = None,
         observer: SessionObserver | None = None,
         settled: ActivitySignal | None = None,
+        alert: Callable[[Event], Awaitable[None]] | None = None,
     ) -> None:
         self.id = session_id
         self.model = model
@@ -165,14 +213,32 @@ class AgentSession:
         self._wait_for_event = False
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
+        self._side_answers = 0  # parallel answers in flight (see `idle`)
         # Notified each time the session goes idle.
         self.settled = settled or ActivitySignal()
+        # Where faults are reported: the runtime's operator channel (default: the outbox's).
+        self._alert = alert
+        self._request_faults = 0  # failed requests in a row, for the backoff
+        self._refused_calls: dict[str, str] = {}  # call id → error, for calls never run
+        self._interrupting: set[str] = set()  # ids of pending events that interrupted
+        self.faults = 0  # faults contained so far, for whoever watches the session
 
     # --- what the outside world calls ----------------------------------------------------------
 
     @property
     def busy(self) -> bool:
         return self.phase != "idle"
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for an event, with none waiting for it and no side answer in flight."""
+        return self.phase == "idle" and not self.pending and not self._side_answers
+
+    async def _side_answer(self, event: Event) -> None:
+        try:
+            await self._answer_in_parallel(event)
+        finally:
+            self._side_answers -= 1
 
     async def handle(self, event: Event) -> Decision:
         """Route one event and carry out the decision. Returns the decision taken."""
@@ -184,7 +250,8 @@ class AgentSession:
 
     def apply(self, event: Event, decision: Decision) -> None:
         if decision.strategy is Strategy.PARALLEL and self.busy and self._tg is not None:
-            self._tg.start_soon(self._answer_in_parallel, event, name=f"parallel {event.id}")
+            self._side_answers += 1  # counted now, so the session is never idle meanwhile
+            self._tg.start_soon(self._side_answer, event, name=f"parallel {event.id}")
             return
         task_id = event.context.get("task_id")
         key = task_id if isinstance(task_id, str) else event.id
@@ -196,6 +263,7 @@ class AgentSession:
             self._supersede(key)  # the result says more than any progress update
         self.pending.append(event)
         if decision.strategy is Strategy.CANCEL:
+            self._interrupting.add(event.id)  # goes in the next batch, however long the queue
             self._request_interrupt(decision)
         self._wake.set()
 
@@ -216,43 +284,73 @@ class AgentSession:
     # --- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run the session until cancelled. Call inside a task group that owns it."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            if not self.trajectory.messages:
-                await self._record(SystemMessage(content=self._system_prompt()))
-            self._started.set()
-            requests_this_activation = 0
-            while True:
-                if not self.pending and (not self._needs_model or self._wait_for_event):
-                    self.phase = "idle"
-                    requests_this_activation = 0
-                    self.settled.notify()
-                    await self._wake.wait()
-                    self._wake = anyio.Event()
-                    continue
-                self._wait_for_event = False
-                self.phase = "model"
-                self._apply_stop()
-                while self.pending:
-                    await self._flush_pending()
-                if not self._needs_model:
-                    continue
-                if requests_this_activation >= self.config.max_model_requests_per_activation:
-                    await self._give_up_activation()
-                    continue
-                requests_this_activation += 1
-                end = await self._model_turn()
-                if end is None:
-                    continue
-                await self._record(end.message)  # rule 1
-                if end.message.tool_calls:
-                    await self._run_tool_calls(end.message.tool_calls)
-                    self._needs_model = True
-                else:
-                    self._needs_model = False
-                    if self.config.send_assistant_text and end.message.content.strip():
-                        await self.services.outbox.send(self.id, end.message.content)
+        """Run the session until cancelled. Call inside a task group that owns it.
+
+        An unexpected exception in the loop is contained here (see the module docstring): the
+        session pauses until its next event, and the task group that owns it never sees it.
+        """
+        faults_in_a_row = 0
+        while True:
+            seen = self.model_requests
+            try:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    await self._loop()
+            except Exception as exc:  # the session's fault boundary: alert, pause, go on
+                self._tg = None
+                await self._contain_fault(_single(exc))
+                faults_in_a_row = faults_in_a_row + 1 if self.model_requests == seen else 1
+                if self.pending:
+                    # Events are waiting, so the loop would go on at once: if it keeps failing
+                    # before it gets anywhere (a broken store), do not spin; wait, doubling.
+                    base = self.config.model_fault_backoff_seconds
+                    await anyio.sleep(min(60.0, base * 2.0 ** (faults_in_a_row - 1)))
+
+    async def _loop(self) -> None:
+        """The loop proper: idle until an event, then flush, model turn, tools, again."""
+        if not self.trajectory.messages:
+            await self._record(SystemMessage(content=self._system_prompt()))
+        self._started.set()
+        requests_this_activation = 0
+        while True:
+            if not self.pending and (not self._needs_model or self._wait_for_event):
+                self.phase = "idle"
+                requests_this_activation = 0
+                self.settled.notify()
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                continue
+            self._wait_for_event = False
+            self.phase = "model"
+            self._apply_stop()
+            if self.pending:
+                await self._flush_pending()
+            if not self._needs_model:
+                continue
+            if requests_this_activation >= self.config.max_model_requests_per_activation:
+                await self._give_up_activation()
+                continue
+            requests_this_activation += 1
+            end = await self._model_turn()
+            if end is None:
+                continue
+            repaired = repair_turn(end.message)
+            if repaired.notes:
+                await self._report_repair(
+                    "the model's turn had tool calls it could not use as they came: "
+                    + "; ".join(repaired.notes)
+                    + " (refused calls are answered with an error the model reads)"
+                )
+            self._refused_calls = repaired.refused
+            end = TurnEnd(repaired.message, end.usage, end.stop_reason)
+            recorded = await self._record(end.message)  # rule 1
+            if end.message.tool_calls:
+                await self._run_tool_calls(end.message.tool_calls)
+                self._needs_model = True
+            else:
+                self._needs_model = False
+                if self.config.send_assistant_text and recorded.content.strip():
+                    await self.services.outbox.send(self.id, recorded.content)
 
     def _system_prompt(self) -> str:
         """The configured prompt, with the tool hierarchy when tools are found on demand. It
@@ -260,9 +358,16 @@ class AgentSession:
         hint = self.discovery.hint() if self.discovery is not None else ""
         return f"{self.config.system_prompt}\n\n{hint}" if hint else self.config.system_prompt
 
-    async def _record(self, message: Message) -> None:
-        await self.trajectory.append(message)
-        self.observer.on_message(self.id, message)
+    async def _record(self, message: Message) -> Message:
+        """Append `message`; returns it as stored (text the store cannot hold is repaired)."""
+        (stored,) = await self.trajectory.append(message)
+        self.observer.on_message(self.id, stored)
+        if stored is not message:
+            await self._report_repair(
+                f"a {message.role} message held text UTF-8 cannot encode (lone UTF-16 "
+                "surrogates); it was stored with U+FFFD in their place"
+            )
+        return stored
 
     def _apply_stop(self) -> None:
         """On a stop, cancel this session's background tasks too, and note it for the model."""
@@ -277,12 +382,24 @@ class AgentSession:
             self.pending.append(Note(f"Cancelled background tasks because of the stop: {names}."))
 
     async def _flush_pending(self) -> None:
-        """Rule 5: append every pending item as one user message at a safe point."""
-        items: list[PendingItem] = [*self.passive.values(), *self.pending]
-        self.passive, self.pending = {}, []
+        """Rule 5: append the pending items as one user message at a safe point.
+
+        At most `max_events_per_batch` items go in one message (see `split_batch`: events that
+        interrupted always go, then the oldest others); the message closes with how many more
+        wait, and those come at the next safe point, so a burst of thousands of events reaches
+        the model as a few readable batches rather than one message it cannot take in.
+        """
+        limit = max(1, self.config.max_events_per_batch)
+        riding = list(self.passive.values())
+        items, self.pending, left_riding = split_batch(
+            self.pending, riding, limit, first=lambda e: e.id in self._interrupting
+        )
+        self._interrupting -= {item.id for item in items if isinstance(item, Event)}
+        left = {id(event) for event in left_riding}
+        self.passive = {k: e for k, e in self.passive.items() if id(e) in left}
         superseded, self._superseded = self._superseded, []
         self._interrupt = None
-        text = render_batch(items)
+        text = render_batch(items, waiting=[*self.passive.values(), *self.pending])
         status = render_status(self.services.tasks.running(self.id), self.loaded_tools)
         if status:
             text = f"{text}\n{status}"
@@ -341,11 +458,16 @@ class AgentSession:
             if self._interrupt is not None:
                 scope.cancel()
             try:
-                async with aclosing(self.model.stream(request)) as parts:
-                    async for part in parts:
+                async with (
+                    aclosing(self.model.stream(request)) as parts,
+                    aclosing(self._until_idle(parts)) as timed_parts,
+                ):
+                    async for part in timed_parts:
                         if isinstance(part, TurnEnd):
                             end = part
                         else:
+                            if isinstance(part, ToolCallPart):
+                                part = ToolCallPart(safe_call(part.call))
                             if isinstance(part, ToolCallPart) and self.services.gate is not None:
                                 # The sidecar starts now, while the model goes on streaming.
                                 inner = unwrap_call(part.call)
@@ -357,6 +479,15 @@ class AgentSession:
                 self._scope = None
                 await self._model_failed(exc)
                 return None
+            except Exception as exc:  # the model edge: a bug in an adapter or a model function
+                self._scope = None
+                reason = (
+                    str(exc)
+                    if isinstance(exc, StreamIdle)
+                    else f"the model raised {describe_exception(exc)}"
+                )
+                await self._request_faulted(reason, exc)
+                return None
         self._scope = None
         if end is None:
             if self.services.gate is not None:
@@ -364,8 +495,28 @@ class AgentSession:
             reason = "interrupted by an urgent event" if scope.cancel_called else "no final turn"
             self.observer.on_turn_discarded(self.id, reason)
             return None
+        self._request_faults = 0
         self.usage += end.usage
         return end
+
+    async def _until_idle(
+        self, parts: AsyncGenerator[StreamPart, None]
+    ) -> AsyncGenerator[StreamPart, None]:
+        """The parts of a stream, failing with `StreamIdle` when none comes for
+        `model_stream_idle_seconds` (a hung connection would otherwise block the session)."""
+        limit = self.config.model_stream_idle_seconds
+        while True:
+            with anyio.move_on_after(limit if limit is not None else float("inf")) as idle:
+                try:
+                    part = await anext(parts)
+                except StopAsyncIteration:
+                    return
+            if idle.cancelled_caught:
+                raise StreamIdle(
+                    f"no part of the model's stream arrived for {limit:g} s "
+                    "(agent.model_stream_idle_seconds)"
+                )
+            yield part
 
     async def _model_failed(self, exc: ModelAPIError) -> None:
         log.info("session %s: model request failed: %s", self.id, exc)
@@ -377,6 +528,121 @@ class AgentSession:
             urgency="high",
         )
 
+    async def _request_faulted(self, reason: str, exc: BaseException) -> None:
+        """A request failed unexpectedly: retry with backoff, then pause and alert."""
+        if self.services.gate is not None:
+            self.services.gate.discard(self.id)
+        self.observer.on_turn_discarded(self.id, f"model fault: {reason}")
+        retries = self.config.model_fault_retries
+        if self._request_faults < retries:
+            delay = self.config.model_fault_backoff_seconds * 2.0**self._request_faults
+            self._request_faults += 1
+            log.warning(
+                "session %s: model request failed (%s); retry %d of %d in %.1f s",
+                self.id,
+                reason,
+                self._request_faults,
+                retries,
+                delay,
+                exc_info=exc,
+            )
+            await self._wait_unless_interrupted(delay)
+            return  # _needs_model still holds: the loop asks again
+        attempts = self._request_faults + 1
+        self._request_faults = 0
+        self._wait_for_event = True
+        log.error("session %s: model request failed: %s", self.id, reason, exc_info=exc)
+        self.faults += 1
+        await self._report_fault(
+            f"Session {self.id!r} paused: its model request failed {attempts} time(s) in a row; "
+            f"the last time {reason}. Its trajectory is intact and it resumes with its next "
+            "event. If this repeats, check the model (adapter, model function or provider).",
+            exc,
+        )
+        await self.services.outbox.send(
+            self.id,
+            f"The model request failed unexpectedly ({reason}). Nothing was lost; send a "
+            "message to retry.",
+            urgency="high",
+        )
+
+    async def _wait_unless_interrupted(self, seconds: float) -> None:
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._interrupt is not None:
+                scope.cancel()
+            await anyio.sleep(seconds)
+        self._scope = None
+
+    async def _contain_fault(self, exc: Exception) -> None:
+        """An unexpected exception ended the loop: close open calls so the trajectory stays
+        well-formed, alert the operator, tell the user, and pause until the next event."""
+        log.error("session %s: fault contained", self.id, exc_info=exc)
+        self.faults += 1
+        self._scope = None
+        self._interrupt = None
+        self._request_faults = 0
+        self._refused_calls = {}
+        if self.services.gate is not None:
+            self.services.gate.discard(self.id)
+        for handle in self.services.tasks.list(self.id, background_only=False):
+            if not handle.background and not handle.done:
+                handle.cancel("the session hit an internal error")
+        what = describe_exception(exc)
+        try:
+            await self.trajectory.repair(why=f"The session hit an internal error ({what})")
+        except Exception as repair_exc:
+            log.error("session %s: could not close open calls", self.id, exc_info=repair_exc)
+        self._needs_model = self.trajectory.needs_model
+        self._wait_for_event = True
+        self.phase = "idle"
+        await self._report_fault(
+            f"Session {self.id!r} paused after an internal error ({what}). Its open tool calls "
+            "were answered as lost; events being appended stay pending in the store. It resumes "
+            "with its next event; other sessions are not affected. The log has the traceback.",
+            exc,
+        )
+        try:
+            await self.services.outbox.send(
+                self.id,
+                f"Something went wrong on my side ({what}). I paused; send a message to go on.",
+                urgency="high",
+            )
+        except Exception as send_exc:
+            log.error("session %s: could not tell the user", self.id, exc_info=send_exc)
+
+    async def _report_repair(self, what: str) -> None:
+        """Tell the operator that something the session could not use as it came was
+        repaired; the session goes on."""
+        text = f"Session {self.id!r}: {what}."
+        log.warning("%s", text)
+        await self._report_fault(text, None)
+
+    async def _report_fault(self, text: str, exc: BaseException | None) -> None:
+        """A `system.alert` for the operator (stored and sent on the "operator" channel); a
+        failure to report is logged, never raised, so reporting cannot fault the session."""
+        text = replace_lone_surrogates(text)
+        event = Event(
+            kind=SYSTEM_ALERT,
+            source=Source(type="system", id="runtime"),
+            content=text,
+            context={
+                "fault": type(exc).__name__ if exc is not None else "repaired",
+                "session_faults": self.faults,
+            },
+            urgency="high",
+            session=self.id,
+        )
+        try:
+            if self._alert is not None:
+                await self._alert(event)
+            else:
+                await self.services.outbox.send(
+                    self.id, text, channel="operator", urgency=event.urgency
+                )
+        except Exception as alert_exc:
+            log.error("session %s: could not alert the operator", self.id, exc_info=alert_exc)
+
     # --- tools ---------------------------------------------------------------------------------
 
     async def _run_tool_calls(self, calls: Sequence[ToolCall]) -> None:
@@ -385,6 +651,15 @@ class AgentSession:
         index = 0
         while index < len(calls):
             call = calls[index]
+            refused = self._refused_calls.pop(call.id, None)
+            if refused is not None:
+                await self._record(
+                    ToolMessage(
+                        tool_call_id=call.id, name=call.name, content=refused, status="error"
+                    )
+                )
+                index += 1
+                continue
             if self._interrupt is not None:
                 await self._record(self._not_started_result(call, self._interrupt))
                 index += 1
@@ -396,7 +671,11 @@ class AgentSession:
                 continue
             group = [(tool, call)]
             index += 1
-            while self._read_only(tool) and index < len(calls):
+            while (
+                self._read_only(tool)
+                and index < len(calls)
+                and calls[index].id not in self._refused_calls
+            ):
                 following = self.registry.get(unwrap_call(calls[index]).name)
                 if not self._read_only(following):
                     break
@@ -584,8 +863,13 @@ class AgentSession:
                 for call in end.message.tool_calls:
                     result = await self._run_side_call(call, side_tools)
                     messages.append(self._result_message(call, result))
-        except ModelAPIError as exc:
-            log.warning("session %s: parallel answer failed, queueing instead: %s", self.id, exc)
+        except Exception as exc:  # a provider's error or a model's bug: the main loop answers
+            log.warning(
+                "session %s: parallel answer failed, queueing instead: %s",
+                self.id,
+                exc,
+                exc_info=not isinstance(exc, ModelAPIError),
+            )
             self.apply(event, Decision(Strategy.QUEUE, reason="parallel answer failed"))
             return
         if not answer:

@@ -3,14 +3,31 @@
 The session appends through `Trajectory.append` only, which keeps the in-memory list and the
 store in step. `repair` makes a trajectory reloaded after a crash well-formed again: a tool call
 whose result was never recorded gets a result saying it was lost.
+
+Every message is made storable before it is appended: text with lone UTF-16 surrogates (which
+UTF-8, and so the store, cannot hold) is repaired with U+FFFD, and the repair is noted in the
+message (`provider_data["wakeful"]` of an assistant message) and in the log.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from pydantic_core import PydanticSerializationError
+
+from ..messages import (
+    MESSAGE_ADAPTER,
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from ..storable_text import repair_strings
+
+log = logging.getLogger(__name__)
 
 
 class TrajectoryStore(Protocol):
@@ -34,10 +51,23 @@ class Trajectory:
     def __len__(self) -> int:
         return len(self.messages)
 
-    async def append(self, *messages: Message) -> None:
+    async def append(self, *messages: Message) -> tuple[Message, ...]:
+        """Append and persist. When the store fails, the messages are taken back out of the
+        list too, so memory and store never disagree; a cancellation keeps them (the write may
+        have happened, and callers rely on an append being visible at once). Returns the
+        messages as stored."""
+        messages = tuple(storable(m, session=self.session) for m in messages)
+        start = len(self.messages)
         self.messages.extend(messages)
-        if self._store is not None:
+        if self._store is None:
+            return messages
+        try:
             await self._store.append_messages(self.session, messages)
+        except Exception:
+            if self.messages[start : start + len(messages)] == list(messages):
+                del self.messages[start : start + len(messages)]
+            raise
+        return messages
 
     async def consume_events(self, ids: Sequence[str]) -> None:
         if self._store is not None and ids:
@@ -64,19 +94,23 @@ class Trajectory:
                 return []
         return []
 
-    async def repair(self) -> list[str]:
-        """Answer calls left open by a crash; returns the ids of the calls it answered."""
+    async def repair(self, why: str = "The runtime stopped") -> list[str]:
+        """Answer calls left open by a crash (or a session's fault, named by `why`); returns the
+        ids of the calls it answered."""
         open_calls = self.unanswered_calls()
-        for call_id, name in open_calls:
+        if open_calls:
             await self.append(
-                ToolMessage(
-                    tool_call_id=call_id,
-                    name=name,
-                    content=(
-                        f"The runtime stopped while {name} was running; its result was lost. "
-                        "Check whether it took effect before calling it again."
-                    ),
-                    status="lost",
+                *(
+                    ToolMessage(
+                        tool_call_id=call_id,
+                        name=name,
+                        content=(
+                            f"{why} while {name} was running; its result was lost. Check "
+                            "whether it took effect before calling it again."
+                        ),
+                        status="lost",
+                    )
+                    for call_id, name in open_calls
                 )
             )
         return [call_id for call_id, _ in open_calls]
@@ -100,3 +134,26 @@ class Trajectory:
         if isinstance(last, UserMessage):
             return last.mark != "parallel"
         return True
+
+
+def storable(message: Message, *, session: str = "") -> Message:
+    """`message`, or a copy whose text the store can encode (lone surrogates → U+FFFD)."""
+    try:
+        message.model_dump_json()
+    except PydanticSerializationError:
+        pass
+    else:
+        return message
+    data, count = repair_strings(message.model_dump())
+    if isinstance(message, AssistantMessage):
+        note = f"replaced {count} text(s) holding lone UTF-16 surrogates with U+FFFD"
+        data["provider_data"] = {**data.get("provider_data", {}), "wakeful": {"repaired": note}}
+    repaired = MESSAGE_ADAPTER.validate_python(data)
+    log.warning(
+        "session %s: a %s message held text UTF-8 cannot encode (lone surrogates); %d string(s) "
+        "repaired with U+FFFD before storing it",
+        session,
+        message.role,
+        count,
+    )
+    return repaired

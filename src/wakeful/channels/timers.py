@@ -81,9 +81,14 @@ class TimerService:
 
     Timers wait in a heap ordered by next fire time, so ten thousand of them cost one comparison
     per wake-up, and a new timer earlier than the current wait wakes the loop at once. With a
-    store, timers are saved on every change and reloaded by :meth:`run`. Delivery is
-    at-least-once: a fire is emitted before the timer's new state is saved, so a crash between the
-    two repeats the fire (marked late) rather than losing it.
+    store, timers are saved on every change and reloaded by :meth:`load`.
+
+    With a store, a timer fires exactly once per occurrence, across restarts and kills: the fire
+    events of one moment and the timers' advance are stored in one transaction
+    (:meth:`Store.record_timer_fires`) *before* `emit` sees them, so `emit` must hand them on
+    without storing them again. A crash before that commit fires the timers again at the next
+    start (late); a crash after it leaves the fires pending in the store, for the runtime's
+    recovery to deliver. Without a store, `emit` gets the events as they fire.
 
     A fire is *late* when the runtime was down at its time, or when it comes more than
     `late_after_seconds` behind schedule (the machine slept). Only a late fire reports a non-zero
@@ -110,11 +115,13 @@ class TimerService:
         self._sleep_scope: anyio.CancelScope | None = None
         self._sleep_target: datetime | None = None
         self._running = False
+        self._loaded = False
 
     # -- the loop --
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Load stored timers, then fire timers as they come due, until cancelled.
+        """Load stored timers (unless :meth:`load` did), then fire timers as they come due,
+        until cancelled.
 
         Reports started (for `task_group.start`) once the stored timers are loaded; timers that
         came due while the runtime was down fire (or are skipped) right after that.
@@ -125,7 +132,7 @@ class TimerService:
             )
         self._running = True
         try:
-            await self._load()
+            await self.load()
             task_status.started()
             while True:
                 await self._fire_due()
@@ -141,9 +148,12 @@ class TimerService:
             self._running = False
             self._sleep_scope = self._sleep_target = None
 
-    async def _load(self) -> None:
-        if self._store is None:
+    async def load(self) -> None:
+        """Load the stored timers without firing any, so that the timer tools see them before
+        :meth:`run` starts firing (the runtime does this before its recovery). Loads once."""
+        if self._loaded or self._store is None:
             return
+        self._loaded = True
         now = self.clock.now()
         for record in await self._store.timers(active_only=True):
             if record.id in self._timers:
@@ -168,21 +178,14 @@ class TimerService:
             changed.append(record)
             if event is not None:
                 events.append(event)
-        if len(events) == 1:
-            await self._emit(events[0])
-        elif events:
-            # Emitted together, the fires of one moment share the store's commits instead of
-            # queueing behind each other; each is submitted in order before the first waits.
-            async with anyio.create_task_group() as tg:
-                for event in events:
-                    tg.start_soon(self._emit_one, event)
-        # A timer cancelled while an event was being emitted must not be saved back.
-        changed = [r for r in changed if not r.active or self._timers.get(r.id) is r]
-        if changed and self._store is not None:
-            await self._store.save_timers(changed)
-
-    async def _emit_one(self, event: Event) -> None:
-        await self._emit(event)
+        if self._store is not None and changed:
+            # The fires and the advance in one commit: a kill cannot separate them. Nothing can
+            # cancel these timers before the write is queued (no await in between), so a
+            # cancellation's deletion is applied after it and is not undone.
+            await self._store.record_timer_fires(events, changed)
+        # One by one: each is stored already, and handing an event on is quick.
+        for event in events:
+            await self._emit(event)
 
     def _advance(self, record: TimerRecord, scheduled: datetime, now: datetime) -> Event | None:
         """Move a due timer to its next occurrence; return the event to emit, if any."""

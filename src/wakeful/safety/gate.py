@@ -81,6 +81,11 @@ class CallGate:
         """The turn was thrown away: its calls will never run."""
         self.checks(session).forget()
 
+    def forget_session(self, session: str) -> None:
+        """Drop the checks of a session unloaded while idle (none is pending then); its next
+        call starts afresh. The breaker's count of refusals is kept."""
+        self._checks.pop(session, None)
+
     async def run(
         self,
         tool: Tool | None,

@@ -26,7 +26,7 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..messages import SystemMessage, ToolCall, UserMessage
+from ..messages import MAX_ARGUMENT_DEPTH, SystemMessage, ToolCall, UserMessage, json_depth
 from ..models.base import Model, ModelRequest
 from ..tools.spec import ToolSpec
 from .verdict import Verdict, strictest
@@ -119,6 +119,17 @@ class RuleSidecar:
         return self._policy
 
     def check(self, call: ToolCall, spec: ToolSpec | None) -> Verdict:
+        depth = json_depth(call.arguments)
+        if depth > MAX_ARGUMENT_DEPTH:
+            # Parsing them would exhaust the recursion limit; what cannot be read is not run.
+            return Verdict(
+                "deny",
+                (
+                    f"The arguments of {call.name} are nested {depth} levels deep, more than "
+                    f"the {MAX_ARGUMENT_DEPTH} allowed; send flatter arguments.",
+                ),
+                "sidecar",
+            )
         arguments = _arguments(call)
         verdicts: list[Verdict] = []
         if _matches(call.name, self.settings.deny_tools):
@@ -285,7 +296,7 @@ class SidecarChecks:
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
         value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

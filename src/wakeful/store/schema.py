@@ -7,6 +7,7 @@ file that is not a wakeful store, is refused with a :class:`StoreError` and left
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ __all__ = [
     "check_not_newer",
     "connect",
     "not_a_store",
+    "read_only_mode",
     "read_schema_version",
 ]
 
@@ -144,7 +146,7 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
                 f"There is no wakeful store at {path}. Check the path (or --data-dir), or start "
                 "the runtime once to create it."
             )
-        target, uri = f"{path.resolve().as_uri()}?mode=ro", True
+        target, uri = f"{path.resolve().as_uri()}?{read_only_mode(path)}", True
     else:
         if path.is_dir():
             raise StoreError(
@@ -181,13 +183,19 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
     return conn
 
 
+def read_only_mode(path: Path) -> str:
+    """How to read the store at `path` without changing it: "mode=ro", or "immutable=1" where
+    its folder is not writable (SQLite could not make the -shm file a WAL reader needs there)."""
+    return "mode=ro" if os.access(path.parent, os.W_OK | os.X_OK) else "immutable=1"
+
+
 def not_a_store(path: Path, exc: sqlite3.Error) -> StoreError:
     """The error for a file SQLite cannot read as a database."""
     return StoreError(
         f"{path} is not a readable wakeful store (SQLite says: {exc}). It is either not a SQLite "
-        "database or it is damaged. Nothing in it was changed. If the path is wrong, fix it; if "
-        "the file is damaged, move it aside (it may still be recoverable with `sqlite3 <file> "
-        '".recover"`) and wakeful will start a new, empty store.'
+        "database or it is damaged. Nothing in it was changed. If the path is wrong, fix it. If "
+        "it is your store, keep the file: `wakeful doctor --store <file>` says more, and "
+        '`sqlite3 <file> ".recover"` may recover a copy of what it holds.'
     )
 
 

@@ -4,8 +4,10 @@ confirmation tokens, the audit log) in one file that survives restarts.
 :class:`Store` is the runtime's async view of the file. Its writes go to one writer thread that
 commits them in batches (see :mod:`.writer`); its reads use a second connection on anyio's worker
 threads (see :mod:`.reader`), and WAL mode lets them run while the writer commits. Opening the
-file creates or upgrades its schema (see :mod:`.schema`); a file written by a newer wakeful, or a
-file that is not a wakeful store, is refused with a :class:`StoreError` and left untouched.
+file locks it for this runtime alone (see :mod:`.lock`) and creates or upgrades its schema (see
+:mod:`.schema`); what is not a healthy wakeful store this user can write (a foreign or empty
+file, a newer schema, damage found after an unclean shutdown, a read-only folder) is refused with
+a :class:`StoreError` that says which, and left untouched (see :mod:`.opening`).
 
 Open it as an async context manager (``open`` is awaited first)::
 
@@ -36,6 +38,8 @@ from ..errors import StoreError, UserError
 from ..events import Event
 from ..messages import Message, message_to_json
 from ..tools.tasks import TaskRecord
+from .lock import StoreLock
+from .opening import open_store_files
 from .reader import (
     CONFIRMATION_COLUMNS,
     IDEMPOTENCY_COLUMNS,
@@ -51,7 +55,7 @@ from .reader import (
     task_from_json,
 )
 from .schema import MIGRATIONS, Migration, apply_migrations
-from .writer import WriterThread, WriteSync, open_write_connection
+from .writer import WriterThread, WriteSync
 
 __all__ = [
     "MIGRATIONS",
@@ -75,19 +79,6 @@ def _utc_key(when: datetime | None) -> str | None:
     return when.astimezone(UTC).isoformat(timespec="microseconds") if when else None
 
 
-def _open_connections(
-    path: str | Path, synchronous: WriteSync
-) -> tuple[Path, sqlite3.Connection, StoreReader]:
-    resolved = Path(path).expanduser()
-    writer = open_write_connection(resolved, synchronous)
-    try:
-        reader = open_reader(resolved, read_only_file=False)
-    except BaseException:
-        writer.close()
-        raise
-    return resolved, writer, reader
-
-
 class Store:
     """The runtime's persistent state; open it with :meth:`open`, close it with :meth:`close`.
 
@@ -95,9 +86,17 @@ class Store:
     loop are applied in the order they were made.
     """
 
-    def __init__(self, path: Path, writer: sqlite3.Connection, reader: StoreReader) -> None:
-        """Use :meth:`Store.open`; this takes connections that are already set up."""
+    def __init__(
+        self,
+        path: Path,
+        writer: sqlite3.Connection,
+        reader: StoreReader,
+        lock: StoreLock | None = None,
+    ) -> None:
+        """Use :meth:`Store.open`; this takes connections that are already set up, and the lock
+        that makes this the only runtime on the file (released by :meth:`close`)."""
         self.path = path
+        self._lock = lock
         self._reader = reader
         self._read_limiter = anyio.CapacityLimiter(1)
         self._writer = WriterThread(writer, path)
@@ -108,18 +107,36 @@ class Store:
         self.instance_id = secrets.token_hex(8)
 
     @classmethod
-    async def open(cls, path: str | Path, *, synchronous: WriteSync = "full") -> Store:
-        """Open (creating or upgrading if needed) the store at `path`.
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        synchronous: WriteSync = "full",
+        initialise_empty_file: bool = False,
+    ) -> Store:
+        """Open the store at `path` for this runtime alone, creating it if the path does not
+        exist and upgrading its schema if needed.
+
+        The store is locked until :meth:`close` (a second runtime on it gets a StoreError naming
+        this one), and checked for damage when the last runtime on it did not shut down cleanly.
+        What is not a healthy wakeful store this user can write is refused, untouched, with a
+        StoreError that says what was found. A 0-byte file is refused as a truncated store
+        unless `initialise_empty_file` (for a placeholder made on purpose, e.g. by mkstemp).
 
         `synchronous="full"` fsyncs every commit, so a committed write survives power loss;
         `"normal"` survives a crash of the process but may lose the last commits on power loss.
         """
         if synchronous not in get_args(WriteSync):
             raise UserError(f"synchronous must be 'full' or 'normal', got {synchronous!r}.")
-        resolved, writer, reader = await anyio.to_thread.run_sync(
-            _open_connections, path, synchronous
+        resolved, writer, reader, lock = await anyio.to_thread.run_sync(
+            partial(
+                open_store_files,
+                path,
+                synchronous,
+                initialise_empty_file=initialise_empty_file,
+            )
         )
-        return cls(resolved, writer, reader)
+        return cls(resolved, writer, reader, lock)
 
     @staticmethod
     def read_only(path: str | Path) -> StoreReader:
@@ -134,13 +151,18 @@ class Store:
         return self._closed
 
     async def close(self) -> None:
-        """Finish every queued write, then close both connections. Safe to call twice."""
+        """Finish every queued write, close both connections, then record a clean shutdown and
+        release the lock. Safe to call twice."""
         if self._closed:
             return
         self._closed = True
         await anyio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
+        # A writer thread that died mid-run is not a clean shutdown: check the file next time.
+        clean = self._writer.is_alive()
         self._writer.stop()
         await anyio.to_thread.run_sync(self._writer.join)
+        if self._lock is not None:
+            await anyio.to_thread.run_sync(partial(self._lock.release, clean=clean))
 
     async def __aenter__(self) -> Store:
         return self
@@ -310,20 +332,34 @@ class Store:
 
     async def save_timers(self, records: Sequence[TimerRecord]) -> None:
         """Insert or update several timers in one transaction."""
-        rows = [
-            (r.id, r.session, int(r.active), _utc_key(r.next_fire), json.dumps(r.to_dict()))
-            for r in records
-        ]
+        rows = [_timer_row(r) for r in records]
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.executemany(_UPSERT_TIMER, rows)
+
+        await self._write(apply, f"{len(rows)} timer(s)")
+
+    async def record_timer_fires(
+        self, fires: Sequence[Event], timers: Sequence[TimerRecord]
+    ) -> None:
+        """Store the `timer.trigger` events of due timers (as pending) and the timers' new state
+        (next fire time, or inactive for a one-shot that is done) in one transaction.
+
+        Either both are stored or neither: a crash can neither lose a recorded fire nor fire a
+        timer again for an occurrence whose fire is already stored.
+        """
+        events = [(e.id, e.session, e.kind, _utc_key(e.ts), "pending", e.to_json()) for e in fires]
+        rows = [_timer_row(r) for r in timers]
 
         def apply(conn: sqlite3.Connection) -> None:
             conn.executemany(
-                "INSERT INTO timers (id, session, active, next_fire, data) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET session = excluded.session, "
-                "active = excluded.active, next_fire = excluded.next_fire, data = excluded.data",
-                rows,
+                "INSERT INTO events (id, session, kind, ts, status, data) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                events,
             )
+            conn.executemany(_UPSERT_TIMER, rows)
 
-        await self._write(apply, f"{len(rows)} timer(s)")
+        await self._write(apply, f"{len(events)} timer fire(s) and {len(rows)} timer(s)")
 
     async def delete_timer(self, timer_id: str) -> bool:
         """Delete a timer; return whether it was stored."""
@@ -524,6 +560,23 @@ def utc_key(when: datetime) -> str:
 def _check_status(status: str) -> None:
     if status not in get_args(EventStatus):
         raise UserError(f"An event status is 'pending' or 'consumed', got {status!r}.")
+
+
+_UPSERT_TIMER = (
+    "INSERT INTO timers (id, session, active, next_fire, data) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET session = excluded.session, "
+    "active = excluded.active, next_fire = excluded.next_fire, data = excluded.data"
+)
+
+
+def _timer_row(record: TimerRecord) -> tuple[str, str, int, str | None, str]:
+    return (
+        record.id,
+        record.session,
+        int(record.active),
+        _utc_key(record.next_fire),
+        json.dumps(record.to_dict()),
+    )
 
 
 def _upsert_task(record: TaskRecord) -> Callable[[sqlite3.Connection], None]:

@@ -21,6 +21,7 @@ no cgroup, on a machine without writable cgroups and without bubblewrap.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -145,6 +146,7 @@ class Reaper:
                 exc,
             )
             return None
+        atexit.register(self.close)  # at a normal exit, let it go (and reap it) ourselves
         return self._process
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 A session sees its own tasks only: its background tasks (finished ones included) and whatever
 else of it is still running (output monitors, calls still in progress), never the call that is
-asking.
+asking. A background task finished long ago is no longer held in memory; `task_status` and
+`cancel_task` then answer from its record in the store (its result, without its output lines).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import Field
 
 from ..errors import ToolError
 from .spec import Tool, ToolAnnotations, ToolContext, tool
-from .tasks import TaskHandle
+from .tasks import TaskHandle, TaskRecord
 
 # How long cancel_task waits for a task to stop (its process group gets SIGTERM, a grace of a
 # few seconds, then SIGKILL) before it answers "cancelling".
@@ -43,11 +44,51 @@ def find_task(ctx: ToolContext, task_id: str) -> TaskHandle:
     handle = ctx.services.tasks.get(task_id)
     if handle is not None and handle.session == ctx.session and handle is not ctx.task:
         return handle
+    raise _unknown_task(ctx, task_id)
+
+
+async def find_task_or_record(ctx: ToolContext, task_id: str) -> TaskHandle | TaskRecord:
+    """The session's task with this id, or, once released from memory, its stored record."""
+    try:
+        return find_task(ctx, task_id)
+    except ToolError:
+        store = ctx.services.store
+        if store is None:
+            raise
+        for record in await store.tasks(ctx.session):
+            if record.id == task_id and record.state != "running":
+                return record
+        raise
+
+
+def _unknown_task(ctx: ToolContext, task_id: str) -> ToolError:
     known = ", ".join(t.id for t in session_tasks(ctx)) or "(none)"
-    raise ToolError(
+    return ToolError(
         f"There is no task {task_id!r} in this session. Known task ids: {known}. Use one of "
         "these, or call list_tasks to see them with their states."
     )
+
+
+def record_status(record: TaskRecord) -> dict[str, Any]:
+    """What `task_status` shows of a finished task known only from the store."""
+    ended = record.ended_at
+    out: dict[str, Any] = {
+        "task_id": record.id,
+        "tool": record.tool,
+        "description": record.description,
+        "state": record.state,
+        "percent": record.percent,
+        "runtime_seconds": (
+            round((ended - record.started_at).total_seconds(), 2) if ended else None
+        ),
+        "last_output": [],
+        "note": "This task finished a while ago; its output lines are no longer kept.",
+    }
+    if record.cancel_reason:
+        out["cancel_reason"] = record.cancel_reason
+    if record.result is not None:
+        out["result"] = record.result
+    return out
 
 
 @tool(
@@ -69,11 +110,13 @@ async def task_status(
     {"task_id": "task_1a2b3c4d", "tool": "run_shell", "description": "npm run build",
     "state": "running", "percent": 40.0, "runtime_seconds": 12.5, "last_output": ["…"]};
     state is running, completed, failed, cancelled or lost; percent is null when the output never
-    showed one; a finished task also has "result", a cancelled one "cancel_reason".
+    showed one; a finished task also has "result", a cancelled one "cancel_reason"; one that
+    finished long ago has its result but no output lines (a "note" says so).
     Cost: instant; a few hundred characters, plus the output lines asked for (at most 8 KB
     each) and, once finished, the task's result.
     """
-    return find_task(ctx, task_id).status(lines)
+    found = await find_task_or_record(ctx, task_id)
+    return found.status(lines) if isinstance(found, TaskHandle) else record_status(found)
 
 
 @tool(
@@ -105,8 +148,8 @@ async def cancel_task(
     with its "state". Cost: usually well under a second; at most 10 seconds, after which the
     status is "cancelling"; the result is under 300 characters.
     """
-    handle = find_task(ctx, task_id)
-    if handle.done:
+    handle = await find_task_or_record(ctx, task_id)
+    if isinstance(handle, TaskRecord) or handle.done:
         return {
             "task_id": handle.id,
             "status": "already_finished",

@@ -4,6 +4,8 @@ Every tool call runs as a :class:`TaskHandle` owned by the runtime's task group.
 awaited by its session; a background call (or an inline call the session detached when an event
 interrupted it, rule 3) reports its completion as a `tool.result` event instead. Tasks keep their
 last output lines and a progress figure for `task_status`, and can be cancelled as a whole.
+Once settled, a task is released: only the most recently finished tasks stay in memory
+(`FINISHED_TASKS_KEPT`); the store keeps the record of every background task.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 import re
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +39,9 @@ TaskRunner = Callable[["TaskHandle"], Awaitable[ToolResult]]
 
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%")
 OUTPUT_LINES_KEPT = 200
+# Finished tasks kept in memory (output lines included) for task_status and list_tasks; older
+# background ones are answered from the store's task records, without their output.
+FINISHED_TASKS_KEPT = 256
 
 
 def new_task_id() -> str:
@@ -249,13 +254,20 @@ class TaskManager:
         *,
         on_change: Callable[[TaskRecord], None] | None = None,
         progress_interval: float | None = 2.0,
+        keep_finished: int = FINISHED_TASKS_KEPT,
     ) -> None:
         self._tg = task_group
         self.emit = emit
         self._on_change = on_change
         # Seconds between two tool.progress events of one task; None sends none.
         self.progress_interval = progress_interval
+        # Tasks not yet settled (running, or ended with their result event still being
+        # submitted), and how many of them each session has: what the idle checks look at.
         self._tasks: dict[str, TaskHandle] = {}
+        self._unsettled_by_session: dict[str, int] = {}
+        # The most recently finished tasks, oldest first; older ones are released.
+        self._finished: OrderedDict[str, TaskHandle] = OrderedDict()
+        self.keep_finished = keep_finished
         # Notified whenever a task ends, for whoever waits on tasks to settle.
         self.settled = ActivitySignal()
 
@@ -279,6 +291,7 @@ class TaskManager:
             manager=self,
         )
         self._tasks[handle.id] = handle
+        self._unsettled_by_session[session] = self._unsettled_by_session.get(session, 0) + 1
         self.changed(handle)
         self._tg.start_soon(self._run, handle, run, name=f"wakeful task {handle.id}")
         return handle
@@ -335,25 +348,50 @@ class TaskManager:
                 )
             )
         handle._settled = True
+        self._release(handle)
         self.settled.notify()  # after the result event, so waiters see it pending
 
+    def _release(self, handle: TaskHandle) -> None:
+        """Move a settled task to the recently finished ones, releasing the oldest of those."""
+        del self._tasks[handle.id]
+        left = self._unsettled_by_session[handle.session] - 1
+        if left:
+            self._unsettled_by_session[handle.session] = left
+        else:
+            del self._unsettled_by_session[handle.session]
+        if self.keep_finished > 0:
+            self._finished[handle.id] = handle
+            while len(self._finished) > self.keep_finished:
+                self._finished.popitem(last=False)
+
     def get(self, task_id: str) -> TaskHandle | None:
-        return self._tasks.get(task_id)
+        """A task not yet settled, or one of the recently finished ones."""
+        return self._tasks.get(task_id) or self._finished.get(task_id)
 
     def list(self, session: str | None = None, *, background_only: bool = True) -> list[TaskHandle]:
+        """Unsettled tasks, then the recently finished ones (see `keep_finished`)."""
         return [
             t
-            for t in self._tasks.values()
+            for tasks in (self._tasks, self._finished)
+            for t in tasks.values()
             if (session is None or t.session == session) and (t.background or not background_only)
         ]
 
     # `builtins.list`: inside this class, a bare `list` names the method above.
     def running(self, session: str | None = None) -> builtins.list[TaskHandle]:
-        return [t for t in self.list(session) if not t.done]
+        return [
+            t
+            for t in self._tasks.values()
+            if (session is None or t.session == session) and t.background and not t.done
+        ]
 
     def unsettled(self) -> builtins.list[TaskHandle]:
         """Tasks still running, or ended with a result event not yet handed to a session."""
-        return [t for t in self._tasks.values() if not t._settled]
+        return [*self._tasks.values()]
+
+    def has_unsettled(self, session: str | None = None) -> bool:
+        """Whether `unsettled()` (of one session) is non-empty, without building the list."""
+        return bool(self._tasks) if session is None else session in self._unsettled_by_session
 
     def cancel_all(self, reason: str) -> None:
         for handle in self._tasks.values():
