@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -37,7 +37,7 @@ from anyio.abc import TaskGroup
 from ..activity import ActivitySignal
 from ..discovery.session_tools import Discovery, unwrap_call
 from ..errors import ModelAPIError
-from ..events import DEFAULT_MAX_EVENT_BYTES, SYSTEM_ALERT, TOOL_RESULT, Event, Source
+from ..events import DEFAULT_MAX_EVENT_BYTES, TOOL_RESULT, Event
 from ..messages import (
     Message,
     SystemMessage,
@@ -56,7 +56,6 @@ from ..models.base import (
     Usage,
 )
 from ..services import Services
-from ..storable_text import replace_lone_surrogates
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.shaping import Compressor, shape
 from ..tools.spec import Tool, ToolContext, ToolResult
@@ -69,7 +68,9 @@ from .batch import (
     render_status,
     split_batch,
 )
+from .faults import StreamIdle, describe_exception, fault_alert, single_exception, until_idle
 from .router import Decision, Router, Strategy
+from .side_question import answer_side_question, result_message
 from .trajectory import Trajectory
 from .turn_repair import repair_turn, safe_call
 
@@ -106,23 +107,6 @@ class SessionConfig:
     # At most this many pending events are appended at one safe point; a closing line says how
     # many more wait, and they come at the next safe point, after the model's next turn.
     max_events_per_batch: int = 50
-
-
-def describe_exception(exc: BaseException, limit: int = 300) -> str:
-    """`Type: message`, short enough for an alert and with text the store can encode."""
-    text = replace_lone_surrogates(f"{type(exc).__name__}: {exc}")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _single(exc: Exception) -> Exception:
-    """The one exception inside task-group wrappers (anyio groups even a single failure)."""
-    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-class StreamIdle(Exception):
-    """A model stream sent nothing for longer than `model_stream_idle_seconds`."""
 
 
 class SessionObserver(Protocol):
@@ -298,7 +282,7 @@ class AgentSession:
                     await self._loop()
             except Exception as exc:  # the session's fault boundary: alert, pause, go on
                 self._tg = None
-                await self._contain_fault(_single(exc))
+                await self._contain_fault(single_exception(exc))
                 faults_in_a_row = faults_in_a_row + 1 if self.model_requests == seen else 1
                 if self.pending:
                     # Events are waiting, so the loop would go on at once: if it keeps failing
@@ -460,7 +444,9 @@ class AgentSession:
             try:
                 async with (
                     aclosing(self.model.stream(request)) as parts,
-                    aclosing(self._until_idle(parts)) as timed_parts,
+                    aclosing(
+                        until_idle(parts, self.config.model_stream_idle_seconds)
+                    ) as timed_parts,
                 ):
                     async for part in timed_parts:
                         if isinstance(part, TurnEnd):
@@ -498,25 +484,6 @@ class AgentSession:
         self._request_faults = 0
         self.usage += end.usage
         return end
-
-    async def _until_idle(
-        self, parts: AsyncGenerator[StreamPart, None]
-    ) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a stream, failing with `StreamIdle` when none comes for
-        `model_stream_idle_seconds` (a hung connection would otherwise block the session)."""
-        limit = self.config.model_stream_idle_seconds
-        while True:
-            with anyio.move_on_after(limit if limit is not None else float("inf")) as idle:
-                try:
-                    part = await anext(parts)
-                except StopAsyncIteration:
-                    return
-            if idle.cancelled_caught:
-                raise StreamIdle(
-                    f"no part of the model's stream arrived for {limit:g} s "
-                    "(agent.model_stream_idle_seconds)"
-                )
-            yield part
 
     async def _model_failed(self, exc: ModelAPIError) -> None:
         log.info("session %s: model request failed: %s", self.id, exc)
@@ -621,18 +588,8 @@ class AgentSession:
     async def _report_fault(self, text: str, exc: BaseException | None) -> None:
         """A `system.alert` for the operator (stored and sent on the "operator" channel); a
         failure to report is logged, never raised, so reporting cannot fault the session."""
-        text = replace_lone_surrogates(text)
-        event = Event(
-            kind=SYSTEM_ALERT,
-            source=Source(type="system", id="runtime"),
-            content=text,
-            context={
-                "fault": type(exc).__name__ if exc is not None else "repaired",
-                "session_faults": self.faults,
-            },
-            urgency="high",
-            session=self.id,
-        )
+        event = fault_alert(self.id, text, exc, faults=self.faults)
+        text = event.text
         try:
             if self._alert is not None:
                 await self._alert(event)
@@ -804,7 +761,7 @@ class AgentSession:
     async def _finished_result(self, call: ToolCall, result: ToolResult) -> ToolMessage:
         """The message of a finished inline call, compressed for the task when it is long and a
         compressor is configured (the text then says so, or says why it was cut instead)."""
-        message = self._result_message(call, result)
+        message = result_message(call, result)
         compressor = self.config.compressor
         limit = self.config.compress_over_chars
         if compressor is None or result.is_error or len(result.content) <= limit:
@@ -821,75 +778,27 @@ class AgentSession:
         )
         return message.model_copy(update={"content": shaped.text})
 
-    @staticmethod
-    def _result_message(call: ToolCall, result: ToolResult) -> ToolMessage:
-        return ToolMessage(
-            tool_call_id=call.id,
-            name=call.name,
-            content=result.content,
-            status="error" if result.is_error else "ok",
-            attachments=image_attachments(result.structured),
-        )
-
     # --- parallel side sessions ----------------------------------------------------------------
 
     async def _answer_in_parallel(self, event: Event) -> None:
-        """Answer an independent query now, then record it in the main trajectory."""
-        model = self.parallel_model or self.model
-        side_tools = ToolRegistry(
-            t for t in self.registry if t.spec.annotations.read_only and t.name != "reply_to_user"
+        """Answer an independent query now (see :mod:`.side_question`), then record it in the
+        main trajectory; if the side session fails, the question waits for the main loop."""
+        answer = await answer_side_question(
+            event,
+            session=self.id,
+            model=self.parallel_model or self.model,
+            registry=self.registry,
+            services=self.services,
+            system_prompt=self.config.system_prompt,
+            task_summary=self.trajectory.task_summary(),
+            max_steps=self.config.parallel_max_steps,
         )
-        messages: list[Message] = [
-            SystemMessage(content=self.config.system_prompt),
-            UserMessage(
-                content=(
-                    "[Side query, answered in parallel while the main task continues]\n"
-                    f"Main task so far: {self.trajectory.task_summary()}\n\n"
-                    f"The user asks: {event.text}\n"
-                    "Answer this question only, briefly; do not work on the main task."
-                )
-            ),
-        ]
-        answer = ""
-        try:
-            for _ in range(self.config.parallel_max_steps):
-                end = await model.complete(
-                    ModelRequest(messages=messages, tools=side_tools.definitions())
-                )
-                messages.append(end.message)
-                if not end.message.tool_calls:
-                    answer = end.message.content.strip()
-                    break
-                for call in end.message.tool_calls:
-                    result = await self._run_side_call(call, side_tools)
-                    messages.append(self._result_message(call, result))
-        except Exception as exc:  # a provider's error or a model's bug: the main loop answers
-            log.warning(
-                "session %s: parallel answer failed, queueing instead: %s",
-                self.id,
-                exc,
-                exc_info=not isinstance(exc, ModelAPIError),
-            )
+        if answer is None:
             self.apply(event, Decision(Strategy.QUEUE, reason="parallel answer failed"))
             return
-        if not answer:
-            answer = "(The side session did not produce an answer.)"
         await self.services.outbox.send(self.id, answer, parallel=True)
         self.pending.append(ParallelExchange(event, answer))
         self._wake.set()
-
-    async def _run_side_call(self, call: ToolCall, side_tools: ToolRegistry) -> ToolResult:
-        """A side session's call: read-only, but through the same gate (and audit log)."""
-        tool = side_tools.get(call.name)
-        ctx = ToolContext(self.id, call.id, call.name, self.services)
-        gate = self.services.gate
-        if gate is None:
-            return await execute_call(tool, call, ctx, side_tools)
-
-        async def execute(checked: ToolContext) -> ToolResult:
-            return await execute_call(tool, call, checked, side_tools)
-
-        return await gate.run(tool, call, ctx, execute)
 
 
 class _CallRunner:
