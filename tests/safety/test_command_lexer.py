@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from wakeful.safety.commands import CommandPolicy, PolicySettings
 from wakeful.safety.commands.lexer import refusal, remove_continuations
 from wakeful.safety.commands.parse import new_parser, parse_script
 from wakeful.safety.commands.words import HOME_MARK, PWD_MARK
@@ -84,3 +86,35 @@ def test_text_bash_cannot_run_is_refused() -> None:
     assert refusal("ls\x00") is not None
     assert refusal("ls \udc80") is not None
     assert refusal("ls -la") is None
+
+
+def test_code_points_past_255_do_not_crash_the_parser() -> None:
+    # tree-sitter-bash hands the lookahead code point to isalpha(), which reads past the C
+    # library's table for code points over 255: `{` then U+10FFFF crashed the process about
+    # half the time. Checked in child processes, several times, so a crash fails this test.
+    lines = ["{\U0010ffff", "{\U000f304e", "{\U000e0001 x", "echo ${\U000b35a0}", "a{\U0010fffd}"]
+    code = (
+        "import sys\n"
+        "from wakeful.safety.commands import CommandPolicy, PolicySettings\n"
+        "policy = CommandPolicy(PolicySettings())\n"
+        "for line in sys.argv[1:]:\n"
+        "    for _ in range(20):\n"
+        "        policy.check(line)\n"
+        "print('ok')\n"
+    )
+    for _ in range(5):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *lines], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-500:]
+
+
+def test_non_ascii_words_keep_their_text_and_their_judgement(tmp_path: Path) -> None:
+    policy = CommandPolicy(PolicySettings(workspace=tmp_path))
+    read = policy.check("cat café.txt 中文.md")
+    piped = policy.check("echo 你好 | sh")
+    removed = policy.check("rm -rf 資料")
+
+    assert read.decision == "allow" and read.commands == ("cat café.txt 中文.md",)
+    assert piped.decision == "ask"
+    assert removed.decision == "ask" and any("資料" in reason for reason in removed.reasons)

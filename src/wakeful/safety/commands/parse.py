@@ -19,7 +19,7 @@ from typing import Final
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from .words import Word, word_of, words_of
+from .words import Word, node_text, parser_input, reading, word_of, words_of
 
 __all__ = [
     "FunctionDefinition",
@@ -145,11 +145,12 @@ def parse_script(
     parser: Parser, source: str, *, first_index: int = 0, first_pipeline: int = 0, depth: int = 0
 ) -> Script:
     """The simple commands of `source`, numbered from `first_index`."""
-    tree = parser.parse(source.encode("utf-8"))
+    tree = parser.parse(parser_input(source))
     walker = _Walker(first_index, first_pipeline, depth)
-    walker.visit(tree.root_node, _Context())
-    if tree.root_node.has_error:
-        walker.script.errors.extend(_error_snippets(tree.root_node))
+    with reading(source.encode("utf-8")):
+        walker.visit(tree.root_node, _Context())
+        if tree.root_node.has_error:
+            walker.script.errors.extend(_error_snippets(tree.root_node))
     return walker.script
 
 
@@ -526,8 +527,7 @@ def _has_fork_token(node: Node) -> bool:
 
 
 def _node_text(node: Node) -> str:
-    raw = node.text
-    return raw.decode("utf-8", "replace") if raw is not None else ""
+    return node_text(node)
 
 
 def _error_snippets(root: Node) -> list[str]:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Final
 
@@ -108,9 +111,44 @@ def _finish(text: str, chars: _Chars) -> Word:
     return Word(text, value, glob_at >= 0, glob_at)
 
 
-def _text(node: Node) -> str:
-    raw = node.text
+_SOURCE: ContextVar[bytes | None] = ContextVar("wakeful_bash_source", default=None)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def parser_input(line: str) -> bytes:
+    """What tree-sitter-bash is given for `line`: every non-ASCII character replaced by as many
+    ASCII letters as its UTF-8 encoding has bytes, so every node keeps its byte offsets.
+
+    tree-sitter-bash's scanner passes the lookahead code point to `isalpha()`/`isdigit()`,
+    which are defined only up to 255: a code point past that reads beyond the C library's table
+    and can crash the process (seen with `{` followed by U+10FFFF). For bash a non-ASCII
+    character is an ordinary word character, as a letter is, so the parse is the same; the
+    text of every node is read from the line itself (see :func:`node_text`).
+    """
+    if line.isascii():
+        return line.encode("utf-8")
+    return _NON_ASCII.sub(lambda m: "a" * len(m.group().encode("utf-8")), line).encode("ascii")
+
+
+@contextmanager
+def reading(source: bytes) -> Iterator[None]:
+    """Node texts come from `source` (the line's own bytes) while the tree is walked."""
+    token = _SOURCE.set(source)
+    try:
+        yield
+    finally:
+        _SOURCE.reset(token)
+
+
+def node_text(node: Node) -> str:
+    """The node's text in the line as written (see :func:`parser_input`)."""
+    source = _SOURCE.get()
+    raw = source[node.start_byte : node.end_byte] if source is not None else node.text
     return raw.decode("utf-8", "replace") if raw is not None else ""
+
+
+def _text(node: Node) -> str:
+    return node_text(node)
 
 
 def _chars_of(parts: list[tuple[str, bool]]) -> _Chars:
