@@ -23,6 +23,7 @@ BENCHMARKS = (
     "loop_overhead",
     "event_throughput",
     "session_memory",
+    "startup_sessions",
     "timers",
     "mcp_round_trip",
     "read_file_big",

@@ -19,7 +19,15 @@ import pytest
 from process_probes import live_processes_matching
 from wakeful.clock import FakeClock
 from wakeful.events import TIMER_TRIGGER, user_input
-from wakeful.messages import Message, ToolMessage, UserMessage, check_trajectory
+from wakeful.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    check_trajectory,
+)
 from wakeful.models import FunctionModel, Turn, call, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.models.scripted import TurnFunction
@@ -138,7 +146,8 @@ async def restart_and_check(
     async with Runtime(model=FunctionModel(script), store_path=db, workdir=tmp_path) as rt:
         await rt.wait_idle()
         assert len(seen) == 1
-        assert len(rt.sessions["main"].trajectory.messages) == len(msgs)
+        assert "main" not in rt.sessions  # nothing left to do: it loads on its next use
+        assert len((await rt.session("main")).trajectory.messages) == len(msgs)
 
 
 # --- timers that came due while the runtime was down ---------------------------------------------
@@ -380,3 +389,74 @@ def test_a_reply_cut_off_by_a_kill_is_not_sent_twice(tmp_path: Path, moment: str
         assert (result.content, result.status) == ("sent", "ok")
     else:
         assert result.status == "lost" and "It was not sent again" in result.content
+
+
+# --- a start loads only the sessions that have work ----------------------------------------------
+
+IDLE_SESSIONS = 300
+
+
+async def store_sessions_left_by_a_crash(db: Path) -> None:
+    """Idle sessions, and one of each kind that a start must load."""
+    system = SystemMessage(content="You help.")
+    async with await Store.open(db, synchronous="normal") as store:
+        for i in range(IDLE_SESSIONS):
+            await store.append_messages(
+                f"idle{i:03d}",
+                [
+                    system,
+                    UserMessage(content=f"hi {i}", mark="event"),
+                    AssistantMessage(content=f"hello {i}"),
+                ],
+            )
+        cut = ToolCall.make("deploy", call_id="call_cut", target="prod")
+        await store.append_messages(
+            "cut", [system, UserMessage(content="deploy it"), AssistantMessage(tool_calls=[cut])]
+        )
+        await store.append_messages("asked", [system, UserMessage(content="what now?")])
+        await store.add_event(user_input("news", session="idle007"))
+
+
+def test_a_start_loads_only_the_sessions_that_have_work(tmp_path: Path) -> None:
+    db = tmp_path / "wakeful.db"
+    seen: list[list[Message]] = []
+
+    def script(msgs: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
+        seen.append(list(msgs))
+        return say("ok")
+
+    async def scenario() -> None:
+        await store_sessions_left_by_a_crash(db)
+        async with Runtime(
+            model=FunctionModel(script),
+            store_path=db,
+            workdir=tmp_path,
+            with_core_tools=False,
+            with_timers=False,
+            gate=None,
+        ) as rt:
+            # The cut-off call, the message awaiting the model, the pending event: no others.
+            assert set(rt.sessions) == {"cut", "asked", "idle007"}
+            with anyio.fail_after(10):
+                await rt.wait_idle()
+            assert len(seen) == 3
+
+            # The call cut off by the crash was answered as lost, before the model saw it.
+            cut = rt.sessions["cut"].trajectory.messages
+            assert check_trajectory(cut) == []
+            (lost,) = [m for m in cut if isinstance(m, ToolMessage)]
+            assert (lost.tool_call_id, lost.status) == ("call_cut", "lost")
+            (request,) = [r for r in seen if any(m.content == "deploy it" for m in r)]
+            assert request[-1] == lost
+
+            # An idle session answers its next event with its whole trajectory.
+            await rt.submit(user_input("again", session="idle123"))
+            with anyio.fail_after(10):
+                await rt.wait_idle()
+            assert len(rt.sessions) == 4
+            request = seen[-1]
+            assert [m.role for m in request] == ["system", "user", "assistant", "user"]
+            assert request[1].content == "hi 123" and request[2].content == "hello 123"
+            assert "again" in request[3].content
+
+    anyio.run(scenario)

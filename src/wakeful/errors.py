@@ -72,6 +72,20 @@ class StoreError(WakefulError):
     """The SQLite store failed or holds data this version cannot read."""
 
 
+class StoreFull(StoreError):
+    """The disk holding the store is full, or below the space the store keeps in reserve.
+
+    Raised by the store for writes it cannot keep: new events (`Runtime.submit`) are refused
+    while space is short, and nothing of them is stored. Writes of work already under way
+    (trajectories, event marks, task and timer state) are not refused: the store holds them in
+    memory and writes them, in order, once space returns.
+    """
+
+    def __init__(self, message: str, *, free_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.free_bytes = free_bytes
+
+
 # --- signals a tool raises ---------------------------------------------------------------------
 
 

@@ -2,9 +2,13 @@
 
 `Runtime` is an async context manager. Inside it, `submit(event)` persists an event and hands it
 to its session, which routes it (cancel, queue or parallel). On entry the runtime recovers what a
-previous run left behind: trajectories are reloaded and repaired, pending events are re-queued,
-and every task that was running is reported to its session as lost. With a store, sessions that
-stay idle are unloaded (`evict_idle_after_seconds`) and reloaded from it on their next event.
+previous run left behind, loading only the sessions that have work: those whose trajectory was cut
+off (a call without its result, repaired; a message awaiting the model), those with pending events
+(re-queued), and those with a task that was running when the runtime was killed (reported lost).
+Every other session loads on its next event. On a clean stop, background tasks still running are
+cancelled, their processes stopped, and each session is told at the next start (a stored event).
+With a store, sessions that stay idle are unloaded (`evict_idle_after_seconds`) and reloaded from
+it on their next event.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from .tools.cache import ResultCache
 from .tools.mcp_config import MCPServerConfig
 from .tools.registry import ToolRegistry
 from .tools.spec import Tool
-from .tools.tasks import TaskManager
+from .tools.tasks import TaskManager, TaskRecord
 
 if TYPE_CHECKING:
     from .channels.timers import TimerService
@@ -208,10 +212,13 @@ class Runtime:
             self._stack.push_async_callback(self._close_store)
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         store = self.store
+        if store is not None:
+            store.watch_space(self._disk_space_changed)
         tasks = TaskManager(
             self._tg,
             self._submit_task_result,
             on_change=store.save_task_nowait if store is not None else None,
+            on_stopped=self._record_stopped_task if store is not None else None,
             progress_interval=self.progress_interval,
         )
         self._services = Services(
@@ -307,8 +314,36 @@ class Runtime:
         """An alert for whoever runs the runtime (a tool that keeps failing): stored for
         `wakeful events tail` and sent on the outbox's "operator" channel; no agent is woken."""
         if self.store is not None:
-            await self.store.add_event(event, status="consumed")
+            # Held in memory when the disk is full (the alert may be about that very thing).
+            await self.store.keep_event(event, status="consumed")
         await self.outbox.send(event.session, event.text, channel="operator", urgency=event.urgency)
+
+    def _disk_space_changed(self, short: bool) -> None:
+        """One operator alert when the store's disk fills, one when it has room again."""
+        store = self.store
+        if store is None or self._tg is None:
+            return
+        if short:
+            text = (
+                f"The disk of the store {store.path} is full (or below the space kept in "
+                "reserve). New events are refused: submit raises StoreFull. Running sessions go "
+                "on; what they cannot write is kept in memory and written, in order, as soon as "
+                f"there is room. Free space on the disk of {store.path.parent}; wakeful retries "
+                "by itself."
+            )
+        else:
+            text = (
+                f"The disk of the store {store.path} has room again: what was kept in memory is "
+                "stored, and new events are accepted."
+            )
+        event = Event(
+            kind=SYSTEM_ALERT,
+            source=Source(type="system", id="store"),
+            content=text,
+            context={"disk_full": short},
+            urgency="high" if short else "normal",
+        )
+        self._tg.start_soon(self._alert_operator, event, name="disk space alert")
 
     def _policy_settings(self) -> PolicySettings:
         """The command policy's settings, with the runtime's workdir as its workspace unless
@@ -438,8 +473,34 @@ class Runtime:
     def tasks(self) -> TaskManager:
         return self.services.tasks
 
+    def _record_stopped_task(self, record: TaskRecord) -> None:
+        """Store a background task the runtime's stop cut off, with the note its session reads
+        at the next start (see `TaskManager`'s `on_stopped`).
+
+        The note is stored, not handed over: the session's trajectory says the task was started
+        and its result would come as an event, so without it the agent would wait for a result
+        that never comes, or assume one. It is a pending event, so the next start loads the
+        session and tells it before anything else, in the batch of whatever else is pending.
+        """
+        store = self.store
+        if store is None or store.closed:
+            return
+        note = Event(
+            kind=SYSTEM_ALERT,
+            source=Source(type="system", id="runtime"),
+            content=(
+                f"Task {record.id} ({record.tool} {record.description!r}) was stopped when the "
+                "runtime shut down; any processes it started were stopped and its result is "
+                "unknown. Run it again if it is still needed."
+            ),
+            context={"task_id": record.id, "state": "cancelled", "reason": record.cancel_reason},
+            session=record.session,
+        )
+        store.save_stopped_task_nowait(record, note)
+
     async def _recover(self) -> None:
-        """Reload what a previous run stored: trajectories, pending events, lost tasks.
+        """Reload what a previous run left unfinished: cut-off trajectories, pending events,
+        lost tasks; only the sessions concerned are loaded, the others on their next event.
 
         Sessions are started only once everything is queued, so their first model request
         sees the whole picture rather than half of it.
@@ -448,7 +509,9 @@ class Runtime:
             return
         self._recovering = True
         try:
-            for session_id in await self.store.sessions():
+            # Loading repairs a call left without its result; a session whose last message
+            # awaits the model is started and makes its request.
+            for session_id in await self.store.sessions_to_resume():
                 await self.session(session_id)
             for event in await self.store.pending_events():
                 session = await self.session(event.session)
@@ -464,8 +527,10 @@ class Runtime:
                         source=Source(type="system", id="runtime"),
                         content=(
                             f"Task {record.id} ({record.tool} {record.description!r}) was lost "
-                            "when the runtime stopped; it is no longer running and its result "
-                            "is unknown."
+                            "when the runtime stopped without shutting down (it crashed or was "
+                            "killed); the processes it started were killed with it, so it is no "
+                            "longer running and its result is unknown. Check what it did before "
+                            "running it again."
                         ),
                         context={"task_id": record.id, "state": "lost"},
                         session=record.session,
@@ -572,6 +637,8 @@ class Runtime:
             return False
         if session_id not in self._loops or self.services.tasks.has_unsettled(session_id):
             return False
+        if self.store is not None and self.store.held_writes:
+            return False  # its trajectory may be held in memory for a full disk: keep it
         approvals = self.approvals
         if approvals is not None and approvals.pending(session_id):
             return False
@@ -592,14 +659,24 @@ class Runtime:
         A user's answer to an open approval request ("/approve a3f9", or "yes" while one
         question is open) is stored as consumed and answers the request; the agent does not
         see it as a new message. An event the store cannot keep (over
-        `SessionConfig.max_event_bytes`, or content that is not JSON) raises InvalidEvent."""
+        `SessionConfig.max_event_bytes`, or content that is not JSON) raises InvalidEvent.
+        While the store's disk is full, the event is refused with StoreFull (a StoreError) and
+        nothing of it is stored; send it again once space is freed."""
+        return await self._submit(event, hold_when_full=False)
+
+    async def _submit(self, event: Event, *, hold_when_full: bool) -> Decision:
+        """`submit`; with `hold_when_full`, an event about work already done is held in memory
+        on a full disk (and written when space returns) instead of being refused."""
         event = storable_event(event, max_bytes=self.session_config.max_event_bytes)
         if self._answers_approval(event):
             if self.store is not None:
-                await self.store.add_event(event, status="consumed")
+                await self.store.keep_event(event, status="consumed")
             return Decision(Strategy.QUEUE, reason="an answer to an approval request", wake=False)
         if self.store is not None:
-            await self.store.add_event(event)
+            if hold_when_full:
+                await self.store.keep_event(event)
+            else:
+                await self.store.add_event(event)
         return await self._hand(event)
 
     async def _hand_over_stored(self, event: Event) -> Decision:
@@ -640,7 +717,8 @@ class Runtime:
         """Persist several events in one write, then hand each to its session, in order.
 
         For channels that deliver bursts (a mailbox sync, a webhook batch): one commit instead
-        of one per event. Nothing is stored if any event cannot be (e.g. a duplicate id).
+        of one per event. Nothing is stored if any event cannot be (e.g. a duplicate id, or a
+        full disk: StoreFull).
         """
         cap = self.session_config.max_event_bytes
         events = [storable_event(event, max_bytes=cap) for event in events]
@@ -650,12 +728,13 @@ class Runtime:
 
     async def _submit_task_result(self, event: Event) -> Decision:
         """Submit a background task's result: one too large to store is cut to fit, visibly,
-        rather than refused, since no caller is there to see the refusal."""
+        rather than refused, since no caller is there to see the refusal; on a full disk it is
+        held in memory and stored when space returns, for the same reason."""
         try:
-            return await self.submit(event)
+            return await self._submit(event, hold_when_full=True)
         except InvalidEvent as exc:
             cap = self.session_config.max_event_bytes
-            return await self.submit(cut_to_fit(event, exc, max_bytes=cap))
+            return await self._submit(cut_to_fit(event, exc, max_bytes=cap), hold_when_full=True)
 
     def is_idle(self, *, include_tasks: bool = True) -> bool:
         """No session is working or holding pending events (nor, by default, running tasks).

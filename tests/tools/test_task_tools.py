@@ -6,6 +6,7 @@ import gc
 import json
 import sys
 import weakref
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,13 @@ from wakeful.store.sqlite import Store
 from wakeful.tools.shell import run_shell
 from wakeful.tools.spec import Tool, ToolContext, ToolResult
 from wakeful.tools.task_tools import TASK_TOOLS, cancel_task, list_tasks, task_status
-from wakeful.tools.tasks import TaskHandle, TaskManager
+from wakeful.tools.tasks import (
+    RUNTIME_STOPPED,
+    TaskHandle,
+    TaskManager,
+    TaskRecord,
+    TaskState,
+)
 
 
 async def call(
@@ -220,3 +227,67 @@ def test_annotations_are_honest() -> None:
     assert list_tasks.spec.annotations.read_only
     assert cancel_task.spec.annotations.destructive
     assert not cancel_task.spec.annotations.read_only
+
+
+@pytest.mark.anyio
+async def test_a_task_group_cancelled_under_running_tasks_records_them_stopped() -> None:
+    """The runtime's stop cancels its task group: each task is settled as cancelled with
+    RUNTIME_STOPPED, a background one through `on_stopped` (an inline one is not stored), and
+    a task cancelled on its own keeps its own reason and goes through `on_change`."""
+
+    async def forever(handle: TaskHandle) -> ToolResult:
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    events = Events()
+    changed: list[TaskRecord] = []
+    stopped: list[TaskRecord] = []
+    async with anyio.create_task_group() as tg:
+        tasks = TaskManager(tg, events.emit, on_change=changed.append, on_stopped=stopped.append)
+        background = tasks.start(session="main", tool="watch", run=forever, background=True)
+        inline = tasks.start(session="main", tool="think", run=forever)
+        cancelled = tasks.start(session="main", tool="poll", run=forever, background=True)
+        await wait_all_tasks_blocked()
+        cancelled.cancel("the user asked")
+        await cancelled.wait()
+        tg.cancel_scope.cancel()
+
+    assert [(r.id, r.state, r.cancel_reason) for r in stopped] == [
+        (background.id, "cancelled", RUNTIME_STOPPED)
+    ]
+    assert (changed[-1].id, changed[-1].state, changed[-1].cancel_reason) == (
+        cancelled.id,
+        "cancelled",
+        "the user asked",
+    )
+    assert inline.done and inline.state == "cancelled" and inline.cancel_reason == RUNTIME_STOPPED
+    assert inline.result is not None and RUNTIME_STOPPED in inline.result.content
+    assert not tasks.has_unsettled()
+    assert events.seen == []  # no result event for a stopped task
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("state", "reason"), [("cancelled", RUNTIME_STOPPED), ("lost", None)])
+async def test_task_status_of_a_task_an_earlier_run_stopped_says_so(
+    tmp_path: Path, state: TaskState, reason: str | None
+) -> None:
+    record = TaskRecord(
+        id="task_0ld0ld00",
+        session="main",
+        tool="run_shell",
+        call_id="call_1",
+        description="pytest",
+        state=state,
+        background=True,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        ended_at=datetime(2026, 1, 1, 0, 1, tzinfo=UTC),
+        cancel_reason=reason,
+    )
+    events = Events()
+    async with await Store.open(tmp_path / "w.db") as store, anyio.create_task_group() as tg:
+        await store.save_task(record)
+        services = Services(tasks=TaskManager(tg, events.emit), emit=events.emit, store=store)
+        status = await call(task_status, services, task_id=record.id)
+    assert status["state"] == state
+    assert "earlier run of the runtime stopped" in status["note"]
+    assert status.get("cancel_reason") == reason

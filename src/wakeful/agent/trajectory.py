@@ -54,8 +54,10 @@ class Trajectory:
     async def append(self, *messages: Message) -> tuple[Message, ...]:
         """Append and persist. When the store fails, the messages are taken back out of the
         list too, so memory and store never disagree; a cancellation keeps them (the write may
-        have happened, and callers rely on an append being visible at once). Returns the
-        messages as stored."""
+        have happened, and callers rely on an append being visible at once). When the store's
+        disk is full, the store holds the write and this returns as if it were stored: the
+        messages stay here, and the store writes them, in order, once there is room again (the
+        session goes on in memory meanwhile). Returns the messages as stored."""
         messages = tuple(storable(m, session=self.session) for m in messages)
         start = len(self.messages)
         self.messages.extend(messages)

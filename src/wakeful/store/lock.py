@@ -185,8 +185,10 @@ class StoreLock:
         if state == "clean":
             record["closed_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         data = (json.dumps(record) + "\n").encode()
-        os.ftruncate(self._fd, 0)
+        # Overwrite, then cut to length (never truncate first): a record rewritten in place
+        # takes no new disk space, so the lock is recorded on a full disk too.
         os.pwrite(self._fd, data, 0)
+        os.ftruncate(self._fd, len(data))
         os.fsync(self._fd)
 
     def release(self, *, clean: bool) -> None:

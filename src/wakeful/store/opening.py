@@ -17,7 +17,8 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreFull
+from .disk_space import describe_bytes, free_bytes
 from .lock import StoreLock
 from .reader import StoreReader, open_reader
 from .schema import (
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 # quick_check stops after this many problems; the first few are enough to say what is wrong.
 _MAX_PROBLEMS: Final = 20
+# Opening needs a little room (SQLite's -shm index, the lock file); below this, a failure to open
+# is said to be the full disk's, not damage.
+_ROOM_TO_OPEN: Final = 64 * 1024
 
 
 def open_store_files(
@@ -51,9 +55,28 @@ def open_store_files(
     its lock (blocking).
 
     `initialise_empty_file` lets a 0-byte file become a new store; without it such a file is
-    refused, since a store truncated by a failure looks the same.
+    refused, since a store truncated by a failure looks the same. On a disk too full to open
+    it (SQLite needs a few pages), the StoreError is a StoreFull that says so.
     """
     path = Path(path).expanduser()
+    try:
+        return _open_checked(path, synchronous, initialise_empty_file)
+    except StoreError as exc:
+        free = free_bytes(path)
+        if isinstance(exc, StoreFull) or free is None or free >= _ROOM_TO_OPEN:
+            raise
+        raise StoreFull(
+            f"Cannot open the store {path}: its disk is full ({describe_bytes(free)} free), and "
+            f"SQLite needs a little room to open it (about {describe_bytes(_ROOM_TO_OPEN)}: its "
+            "-shm index and the lock file). This is not damage, and nothing was changed. Free "
+            f"space on the disk of {path.parent}, then start again.",
+            free_bytes=free,
+        ) from exc
+
+
+def _open_checked(
+    path: Path, synchronous: WriteSync, initialise_empty_file: bool
+) -> tuple[Path, sqlite3.Connection, StoreReader, StoreLock]:
     existing_version = _inspect_before_opening(path, initialise_empty_file)
     lock = StoreLock.acquire(path)
     clean = lock.last_shutdown_clean

@@ -213,6 +213,30 @@ class StoreReader:
         )
         return [row[0] for row in rows]
 
+    def sessions_to_resume(self) -> list[str]:
+        """Sessions whose trajectory ends where work was cut off, sorted by name: with a tool
+        call that has no result yet, or with a message that calls for a model turn (a result
+        or a user message that is not a parallel answer's).
+
+        The SQL twin of `Trajectory.needs_model` and `Trajectory.unanswered_calls`, so that a
+        start-up loads these sessions and no others; it reads one index entry per trajectory
+        message and one row per session. A last message that is not valid JSON counts as
+        needing work, so loading the session reports the damage as before.
+        """
+        rows = self._rows(
+            "SELECT t.session FROM trajectory AS t "
+            "JOIN (SELECT max(seq) AS seq FROM trajectory GROUP BY session) AS last "
+            "ON t.seq = last.seq "
+            "WHERE CASE WHEN NOT json_valid(t.data) THEN 1 "
+            "ELSE CASE json_extract(t.data, '$.role') "
+            "WHEN 'tool' THEN 1 "
+            "WHEN 'user' THEN coalesce(json_extract(t.data, '$.mark'), '') != 'parallel' "
+            "WHEN 'assistant' THEN coalesce(json_array_length(t.data, '$.tool_calls'), 0) > 0 "
+            "ELSE 0 END END "
+            "ORDER BY t.session"
+        )
+        return [row[0] for row in rows]
+
     def tasks(self, session: str | None = None) -> list[TaskRecord]:
         """Stored task records, in the order they were first saved."""
         sql, params = "SELECT id, data FROM tasks", []

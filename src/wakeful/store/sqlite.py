@@ -9,6 +9,11 @@ file locks it for this runtime alone (see :mod:`.lock`) and creates or upgrades 
 file, a newer schema, damage found after an unclean shutdown, a read-only folder) is refused with
 a :class:`StoreError` that says which, and left untouched (see :mod:`.opening`).
 
+When its disk fills, the store refuses new events with :class:`StoreFull` (also once less than
+`reserve_bytes` is free), and holds the writes of work under way (trajectories, event marks,
+task and timer state, audit records) in memory until they can be written, in order (see
+:mod:`.disk_space` and :mod:`.writer`); :meth:`Store.watch_space` reports the changes.
+
 Open it as an async context manager (``open`` is awaited first)::
 
     async with await Store.open("~/.wakeful/state.db") as store:
@@ -20,6 +25,7 @@ CLI commands read the same file, running runtime or not, with the synchronous
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
@@ -31,6 +37,8 @@ from types import TracebackType
 from typing import Any, TypeVar, cast, get_args
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from ..channels.timer_schedules import TimerRecord
@@ -38,6 +46,7 @@ from ..errors import StoreError, UserError
 from ..events import Event
 from ..messages import Message, message_to_json
 from ..tools.tasks import TaskRecord
+from .disk_space import DEFAULT_RESERVE_BYTES, FreeSpaceGauge, disk_full_error
 from .lock import StoreLock
 from .opening import open_store_files
 from .reader import (
@@ -92,6 +101,8 @@ class Store:
         writer: sqlite3.Connection,
         reader: StoreReader,
         lock: StoreLock | None = None,
+        *,
+        reserve_bytes: int = DEFAULT_RESERVE_BYTES,
     ) -> None:
         """Use :meth:`Store.open`; this takes connections that are already set up, and the lock
         that makes this the only runtime on the file (released by :meth:`close`)."""
@@ -99,7 +110,15 @@ class Store:
         self._lock = lock
         self._reader = reader
         self._read_limiter = anyio.CapacityLimiter(1)
-        self._writer = WriterThread(writer, path)
+        self._space = FreeSpaceGauge(path, reserve_bytes)
+        # Whether space is short, as last reported to the listeners of watch_space.
+        self._short = False
+        self._below_reserve = False
+        self._space_listeners: list[Callable[[bool], None]] = []
+        self._listeners_loop: anyio.lowlevel.EventLoopToken | None = None
+        self._writer = WriterThread(
+            writer, path, reserve=reserve_bytes, on_full_changed=self._writer_full_changed
+        )
         self._writer.start()
         self._closed = False
         # Names this opening of the file: an idempotency claim made by another instance (one
@@ -113,6 +132,7 @@ class Store:
         *,
         synchronous: WriteSync = "full",
         initialise_empty_file: bool = False,
+        reserve_bytes: int = DEFAULT_RESERVE_BYTES,
     ) -> Store:
         """Open the store at `path` for this runtime alone, creating it if the path does not
         exist and upgrading its schema if needed.
@@ -125,6 +145,9 @@ class Store:
 
         `synchronous="full"` fsyncs every commit, so a committed write survives power loss;
         `"normal"` survives a crash of the process but may lose the last commits on power loss.
+
+        New events are refused (:class:`StoreFull`) while less than `reserve_bytes` is free on
+        the store's disk, keeping that room for the sessions already running.
         """
         if synchronous not in get_args(WriteSync):
             raise UserError(f"synchronous must be 'full' or 'normal', got {synchronous!r}.")
@@ -136,7 +159,7 @@ class Store:
                 initialise_empty_file=initialise_empty_file,
             )
         )
-        return cls(resolved, writer, reader, lock)
+        return cls(resolved, writer, reader, lock, reserve_bytes=reserve_bytes)
 
     @staticmethod
     def read_only(path: str | Path) -> StoreReader:
@@ -184,26 +207,101 @@ class Store:
 
     async def _write(self, apply: Callable[[sqlite3.Connection], T], what: str) -> T:
         self._check_open()
-        return await self._writer.submit(apply, what)
+        return cast(T, await self._writer.submit(apply, what))
 
-    def _write_nowait(self, apply: Callable[[sqlite3.Connection], object], what: str) -> None:
+    async def _write_kept(self, apply: Callable[[sqlite3.Connection], None], what: str) -> None:
+        """A write of work under way: on a full disk it is held and written later, in order."""
         self._check_open()
-        self._writer.submit_nowait(apply, what)
+        await self._writer.submit(apply, what, keep=True)
+
+    def _write_nowait(
+        self, apply: Callable[[sqlite3.Connection], object], what: str, *, keep: bool = False
+    ) -> None:
+        self._check_open()
+        self._writer.submit_nowait(apply, what, keep=keep)
+
+    # -- disk space --
+
+    @property
+    def held_writes(self) -> int:
+        """How many writes are held in memory until the full disk has room for them."""
+        return self._writer.held_writes
+
+    @property
+    def space_short(self) -> bool:
+        """Whether the store's disk is full (or below the reserve): new events are refused."""
+        return self._writer.full or self._below_reserve or self._writer.held_writes > 0
+
+    def watch_space(self, listener: Callable[[bool], None]) -> None:
+        """Call `listener(True)` (in this event loop) when the store's disk fills or falls below
+        the reserve, and `listener(False)` once it has room again and every held write is
+        stored: once per change, not once per write."""
+        self._listeners_loop = anyio.lowlevel.current_token()
+        self._space_listeners.append(listener)
+
+    def _check_room(self, what: str) -> None:
+        """Refuse a new write while the disk is below the reserve (measured at most once a
+        second) or while writes of work under way wait for space."""
+        if self._writer.held_writes or self._space.below_reserve():
+            free = self._space.free()
+            below = free is not None and free < self._space.reserve
+            if below and not self._below_reserve:
+                self._below_reserve = True
+                self._space_changed()
+            raise disk_full_error(
+                self.path, what, free=free, reserve=self._space.reserve if below else None
+            )
+        if self._below_reserve:
+            self._below_reserve = False
+            self._space_changed()
+
+    def _writer_full_changed(self, full: bool) -> None:
+        """From the writer thread: the disk filled, or has room again."""
+        self._space.forget()
+        token = self._listeners_loop
+        if token is None:
+            return
+        # RuntimeError: the event loop has ended, and nobody is left to tell.
+        with contextlib.suppress(RuntimeError):
+            anyio.from_thread.run_sync(self._space_changed, full, token=token)
+
+    def _space_changed(self, writer_full: bool | None = None) -> None:
+        """Tell the listeners when space became short or came back (in the event loop)."""
+        if writer_full is False:
+            self._below_reserve = False  # the writer found the reserve free again
+        short = self._writer.full or self._below_reserve
+        if writer_full is True:
+            short = True
+        if short == self._short:
+            return
+        self._short = short
+        for listener in self._space_listeners:
+            listener(short)
 
     async def _read(self, read: Callable[[], T]) -> T:
         self._check_open()
         return await anyio.to_thread.run_sync(read, limiter=self._read_limiter)
 
     async def flush(self) -> None:
-        """Wait until every write queued so far (including `*_nowait` ones) is committed."""
-        await self._write(lambda conn: None, "a flush")
+        """Wait until every write queued so far (including `*_nowait` ones) is committed.
+
+        Writes held for a full disk are tried again now; while they still cannot be written,
+        this raises StoreFull.
+        """
+        self._check_open()
+        await self._writer.submit(lambda conn: None, "a flush", retry_held=True)
 
     # -- events --
 
     async def add_event(self, event: Event, status: EventStatus = "pending") -> int:
-        """Store an event; return its rowid (its position in arrival order)."""
+        """Store a new event; return its rowid (its position in arrival order).
+
+        It is refused with StoreFull while space is short (see :meth:`keep_event` for events
+        about work already done).
+        """
         _check_status(status)
         row = (event.id, event.session, event.kind, _utc_key(event.ts), status, event.to_json())
+        self._check_room(f"event {event.id}")
 
         def apply(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
@@ -215,12 +313,30 @@ class Store:
 
         return await self._write(apply, f"event {event.id}")
 
+    async def keep_event(self, event: Event, status: EventStatus = "pending") -> None:
+        """Store an event about work already done (a task's result, an operator alert): on a
+        full disk it is not refused but held in memory, and written, in order, once space
+        returns."""
+        _check_status(status)
+        row = (event.id, event.session, event.kind, _utc_key(event.ts), status, event.to_json())
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO events (id, session, kind, ts, status, data) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+        await self._write_kept(apply, f"event {event.id}")
+
     async def add_events(
         self, events: Sequence[Event], status: EventStatus = "pending"
     ) -> list[int]:
         """Store several events in one write, all or none; return their rowids in order."""
         _check_status(status)
         rows = [(e.id, e.session, e.kind, _utc_key(e.ts), status, e.to_json()) for e in events]
+        if rows:
+            self._check_room(f"{len(rows)} events")
 
         def apply(conn: sqlite3.Connection) -> list[int]:
             rowids = []
@@ -252,7 +368,7 @@ class Store:
         def apply(conn: sqlite3.Connection) -> None:
             conn.executemany("UPDATE events SET status = ? WHERE id = ?", params)
 
-        await self._write(apply, f"the status of {len(params)} event(s)")
+        await self._write_kept(apply, f"the status of {len(params)} event(s)")
 
     async def pending_events(self, session: str | None = None) -> list[Event]:
         """Events not yet consumed, in arrival order."""
@@ -267,13 +383,14 @@ class Store:
     # -- trajectories --
 
     async def append_messages(self, session: str, messages: Sequence[Message]) -> None:
-        """Append messages to a session's trajectory, all or none."""
+        """Append messages to a session's trajectory, all or none. On a full disk they are
+        held in memory and written, in order, when space returns (see the module docstring)."""
         rows = [(session, message_to_json(m)) for m in messages]
 
         def apply(conn: sqlite3.Connection) -> None:
             conn.executemany("INSERT INTO trajectory (session, data) VALUES (?, ?)", rows)
 
-        await self._write(apply, f"{len(rows)} trajectory message(s) of session {session!r}")
+        await self._write_kept(apply, f"{len(rows)} trajectory message(s) of session {session!r}")
 
     async def load_trajectory(self, session: str) -> list[Message]:
         return await self._read(partial(self._reader.load_trajectory, session))
@@ -281,18 +398,39 @@ class Store:
     async def sessions(self) -> list[str]:
         return await self._read(self._reader.sessions)
 
+    async def sessions_to_resume(self) -> list[str]:
+        """See :meth:`StoreReader.sessions_to_resume`."""
+        return await self._read(self._reader.sessions_to_resume)
+
     # -- tasks --
 
     async def save_task(self, record: TaskRecord) -> None:
         """Insert or update a task record."""
-        await self._write(_upsert_task(record), f"task {record.id}")
+        await self._write_kept(_upsert_task(record), f"task {record.id}")
 
     def save_task_nowait(self, record: TaskRecord) -> None:
         """Queue a task save without waiting; for TaskManager's synchronous `on_change`.
 
         Saves are applied in order; a failure is logged. Await :meth:`flush` to wait for them.
         """
-        self._write_nowait(_upsert_task(record), f"task {record.id}")
+        self._write_nowait(_upsert_task(record), f"task {record.id}", keep=True)
+
+    def save_stopped_task_nowait(self, record: TaskRecord, note: Event) -> None:
+        """Queue, as one transaction, the record of a task the runtime's stop cut off and the
+        pending event (`note`) that tells its session at the next start, so that neither is
+        stored without the other."""
+        upsert = _upsert_task(record)
+        row = (note.id, note.session, note.kind, _utc_key(note.ts), "pending", note.to_json())
+
+        def apply(conn: sqlite3.Connection) -> None:
+            upsert(conn)
+            conn.execute(
+                "INSERT INTO events (id, session, kind, ts, status, data) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+        self._write_nowait(apply, f"task {record.id}, stopped with the runtime", keep=True)
 
     async def tasks(self, session: str | None = None) -> list[TaskRecord]:
         return await self._read(partial(self._reader.tasks, session))
@@ -337,7 +475,7 @@ class Store:
         def apply(conn: sqlite3.Connection) -> None:
             conn.executemany(_UPSERT_TIMER, rows)
 
-        await self._write(apply, f"{len(rows)} timer(s)")
+        await self._write_kept(apply, f"{len(rows)} timer(s)")
 
     async def record_timer_fires(
         self, fires: Sequence[Event], timers: Sequence[TimerRecord]
@@ -359,7 +497,7 @@ class Store:
             )
             conn.executemany(_UPSERT_TIMER, rows)
 
-        await self._write(apply, f"{len(events)} timer fire(s) and {len(rows)} timer(s)")
+        await self._write_kept(apply, f"{len(events)} timer fire(s) and {len(rows)} timer(s)")
 
     async def delete_timer(self, timer_id: str) -> bool:
         """Delete a timer; return whether it was stored."""
@@ -529,7 +667,7 @@ class Store:
                 row,
             )
 
-        self._write_nowait(apply, f"the audit record of call {call_id}")
+        self._write_nowait(apply, f"the audit record of call {call_id}", keep=True)
 
     async def audit_rows(
         self,

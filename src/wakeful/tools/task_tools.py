@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..errors import ToolError
 from .spec import Tool, ToolAnnotations, ToolContext, tool
-from .tasks import TaskHandle, TaskRecord
+from .tasks import RUNTIME_STOPPED, TaskHandle, TaskRecord
 
 # How long cancel_task waits for a task to stop (its process group gets SIGTERM, a grace of a
 # few seconds, then SIGKILL) before it answers "cancelling".
@@ -72,6 +72,12 @@ def _unknown_task(ctx: ToolContext, task_id: str) -> ToolError:
 def record_status(record: TaskRecord) -> dict[str, Any]:
     """What `task_status` shows of a finished task known only from the store."""
     ended = record.ended_at
+    note = "This task finished a while ago; its output lines are no longer kept."
+    if record.state == "lost" or record.cancel_reason == RUNTIME_STOPPED:
+        note = (
+            "This task ended when an earlier run of the runtime stopped; its output lines were "
+            "not kept and its result is unknown."
+        )
     out: dict[str, Any] = {
         "task_id": record.id,
         "tool": record.tool,
@@ -82,7 +88,7 @@ def record_status(record: TaskRecord) -> dict[str, Any]:
             round((ended - record.started_at).total_seconds(), 2) if ended else None
         ),
         "last_output": [],
-        "note": "This task finished a while ago; its output lines are no longer kept.",
+        "note": note,
     }
     if record.cancel_reason:
         out["cancel_reason"] = record.cancel_reason

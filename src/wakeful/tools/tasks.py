@@ -5,7 +5,9 @@ awaited by its session; a background call (or an inline call the session detache
 interrupted it, rule 3) reports its completion as a `tool.result` event instead. Tasks keep their
 last output lines and a progress figure for `task_status`, and can be cancelled as a whole.
 Once settled, a task is released: only the most recently finished tasks stay in memory
-(`FINISHED_TASKS_KEPT`); the store keeps the record of every background task.
+(`FINISHED_TASKS_KEPT`); the store keeps the record of every background task. A task still
+running when the runtime stops cleanly is cancelled with it (its processes stopped by the
+runner's cleanup) and recorded as cancelled with `RUNTIME_STOPPED` as its reason.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ OUTPUT_LINES_KEPT = 200
 # Finished tasks kept in memory (output lines included) for task_status and list_tasks; older
 # background ones are answered from the store's task records, without their output.
 FINISHED_TASKS_KEPT = 256
+# The cancel reason of a task that was still running when the runtime stopped cleanly.
+RUNTIME_STOPPED = "the runtime was stopped"
 
 
 def new_task_id() -> str:
@@ -253,12 +257,18 @@ class TaskManager:
         emit: Emit,
         *,
         on_change: Callable[[TaskRecord], None] | None = None,
+        on_stopped: Callable[[TaskRecord], None] | None = None,
         progress_interval: float | None = 2.0,
         keep_finished: int = FINISHED_TASKS_KEPT,
     ) -> None:
         self._tg = task_group
         self.emit = emit
         self._on_change = on_change
+        # Called instead of `on_change` with the record of a background task that the runtime's
+        # stop cut off (state "cancelled", reason `RUNTIME_STOPPED` unless it was already being
+        # cancelled for another), so the runtime can store it together with the note its
+        # session reads at the next start.
+        self._on_stopped = on_stopped
         # Seconds between two tool.progress events of one task; None sends none.
         self.progress_interval = progress_interval
         # Tasks not yet settled (running, or ended with their result event still being
@@ -303,25 +313,28 @@ class TaskManager:
 
     async def _run(self, handle: TaskHandle, run: TaskRunner) -> None:
         result: ToolResult | None = None
-        with handle._scope:
-            try:
-                result = await run(handle)
-            except Exception as exc:
-                log.exception("task %s (%s) raised", handle.id, handle.tool)
-                result = ToolResult.error(f"{handle.tool} failed with {type(exc).__name__}: {exc}")
+        try:
+            with handle._scope:
+                try:
+                    result = await run(handle)
+                except Exception as exc:
+                    log.exception("task %s (%s) raised", handle.id, handle.tool)
+                    result = ToolResult.error(
+                        f"{handle.tool} failed with {type(exc).__name__}: {exc}"
+                    )
+        except anyio.get_cancelled_exc_class():
+            # The task's own scope absorbs its own cancel: this one comes from the task group,
+            # which is cancelled when the runtime stops. The runner's cleanup (shielded) has
+            # stopped its processes by now; record the task before the cancellation goes on.
+            self._stopped(handle)
+            raise
         if result is None or handle._scope.cancelled_caught:
             handle.state = "cancelled"
             reason = handle.cancel_reason or "cancelled"
             result = ToolResult.error(f"Task {handle.id} ({handle.tool}) was cancelled: {reason}.")
         else:
             handle.state = "failed" if result.is_error else "completed"
-        handle.result = result
-        handle.ended_at = datetime.now(UTC)
-        handle.ended_monotonic = time.monotonic()
-        for stream in handle._subscribers:
-            stream.close()
-        handle._subscribers.clear()
-        handle._done.set()
+        self._end(handle, result)
         self.changed(handle)
         if handle.background and handle.state != "cancelled":
             context: dict[str, Any] = {
@@ -350,6 +363,34 @@ class TaskManager:
         handle._settled = True
         self._release(handle)
         self.settled.notify()  # after the result event, so waiters see it pending
+
+    def _end(self, handle: TaskHandle, result: ToolResult) -> None:
+        """Record the task's result and end time, and wake whoever waits on it."""
+        handle.result = result
+        handle.ended_at = datetime.now(UTC)
+        handle.ended_monotonic = time.monotonic()
+        for stream in handle._subscribers:
+            stream.close()
+        handle._subscribers.clear()
+        handle._done.set()
+
+    def _stopped(self, handle: TaskHandle) -> None:
+        """Settle a task cut off by the runtime's stop: cancelled, with `RUNTIME_STOPPED` as
+        its reason (unless it was already being cancelled for another), no result event."""
+        handle.state = "cancelled"
+        if handle.cancel_reason is None:
+            handle.cancel_reason = RUNTIME_STOPPED
+        reason = handle.cancel_reason
+        self._end(
+            handle, ToolResult.error(f"Task {handle.id} ({handle.tool}) was cancelled: {reason}.")
+        )
+        if handle.background and self._on_stopped is not None:
+            self._on_stopped(handle.record())
+        else:
+            self.changed(handle)
+        handle._settled = True
+        self._release(handle)
+        self.settled.notify()
 
     def _release(self, handle: TaskHandle) -> None:
         """Move a settled task to the recently finished ones, releasing the oldest of those."""
