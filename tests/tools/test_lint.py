@@ -201,6 +201,82 @@ def test_an_mcp_definition_without_examples_or_with_bad_ones_gets_findings() -> 
     assert "`city`: 3 is not of type 'string'" in findings[1].message
 
 
+@pytest.mark.parametrize(
+    ("pname", "prop", "fitting"),
+    [
+        ("unit", {"type": "string", "enum": ["celsius", "fahrenheit"]}, "e.g. 'celsius'."),
+        ("recursive", {"type": "boolean"}, "e.g. true."),
+        ("path", {"type": "string"}, "e.g. 'docs/notes.md'."),
+        ("output_dir", {"type": "string"}, "e.g. 'src'."),
+        ("days", {"type": "integer", "minimum": 1, "maximum": 7}, "e.g. 4."),
+        ("limit", {"type": "integer", "minimum": 1, "maximum": 100}, "e.g. 10."),
+        ("retries", {"type": "integer", "default": 3}, "e.g. 3."),
+        ("since", {"type": "string", "format": "date"}, "e.g. '2026-01-31'."),
+        (
+            "filter",
+            {
+                "type": "object",
+                "properties": {"state": {"enum": ["open", "closed"]}, "label": {"type": "string"}},
+                "required": ["state"],
+            },
+            'e.g. {"state": "open"}.',
+        ),
+        ("tags", {"type": "array", "items": {"enum": ["bug", "docs"]}}, 'e.g. ["bug"].'),
+    ],
+)
+def test_parameter_advice_gives_an_example_that_fits_the_parameter(
+    pname: str, prop: dict[str, Any], fitting: str
+) -> None:
+    for described in ({**prop, "description": "What it is."}, prop):
+        schema = {"type": "object", "properties": {pname: described}}
+        [finding] = [
+            f
+            for f in lint_definition("t", GOOD_DESCRIPTION, schema)
+            if f.rule == "parameter-example"
+        ]
+        assert fitting in finding.message, finding.message
+        # Never an example taken from another tool.
+        assert "e.g. 20." not in finding.message and "frontend" not in finding.message
+
+
+@pytest.mark.parametrize(
+    ("pname", "prop"),
+    [
+        ("code", {"type": "string", "pattern": "^[A-Z]{3}$"}),
+        ("query", {"type": "string"}),
+        ("options", {"type": "object"}),
+        ("profile", {"type": "string"}),  # "file" inside another word is not a file
+    ],
+)
+def test_parameter_advice_says_so_when_the_schema_suggests_no_example(
+    pname: str, prop: dict[str, Any]
+) -> None:
+    schema = {"type": "object", "properties": {pname: {**prop, "description": "What it is."}}}
+    [finding] = [
+        f for f in lint_definition("t", GOOD_DESCRIPTION, schema) if f.rule == "parameter-example"
+    ]
+    assert "e.g. <a value it accepts>" in finding.message
+    assert "no example is suggested" in finding.message
+
+
+def test_example_call_advice_is_a_call_the_schema_accepts() -> None:
+    [finding] = lint_definition("forecast", GOOD_DESCRIPTION, GOOD_SCHEMA)
+    assert finding.rule == "examples"
+    # `city` is required and its schema tells no value; no call is invented.
+    assert "task_id" not in finding.message
+    assert finding.message.endswith('e.g. {"city": …} with a value the tool accepts for each.')
+    schema = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "The file, e.g. 'a.txt'."},
+            "lines": {"type": "integer", "minimum": 1, "description": "How many, e.g. 5."},
+        },
+        "required": ["path"],
+    }
+    [finding] = lint_definition("head", GOOD_DESCRIPTION, schema)
+    assert finding.message.endswith('e.g. {"path": "docs/notes.md"}.')
+
+
 def test_a_missing_description_misses_every_part() -> None:
     findings = lint_definition("nothing", None, {"type": "object", "properties": {}})
     assert rules(findings) == ["when-to-use", "limits", "result", "cost", "examples"]

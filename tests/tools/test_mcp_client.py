@@ -16,6 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 from loopback_http import serving
+from mcp_servers.needs_input import AUTHORIZE_MESSAGE, AUTHORIZE_URL, BOOKING_QUESTION
+from mcp_servers.needs_input import build_server as build_needs_input
 from mcp_servers.toolbox import PNG_BYTES, build_server
 from process_probes import live_processes_matching
 from tool_services import Events, tool_services
@@ -292,6 +294,69 @@ async def test_stdio_tool_list_changes_are_followed() -> None:
         await call(toolset, services, "add_extra_tool")
         await until(toolset, lambda: "extra" in {t.name for t in toolset.tools()})
         assert (await call(toolset, services, "extra")).content == "extra!"
+
+
+@pytest.mark.anyio
+async def test_task_only_tools_are_not_offered_and_the_operator_is_told_once() -> None:
+    async with (
+        tool_services() as (services, events),
+        MCPToolset([stdio_config("tasks", "task_only.py")], emit=events.emit) as toolset,
+    ):
+        # `summarize` may run as a task (optional): a plain call works, so it is offered.
+        assert {t.name for t in toolset.tools()} == {"echo", "summarize"}
+        status = toolset.server("tasks")
+        assert status.tools == ("echo", "render_video", "summarize")
+        assert (status.disabled, status.task_only) == (("render_video",), ("render_video",))
+        [disabled] = toolset.disabled()
+        assert (disabled.server, disabled.tool, disabled.kind) == (
+            "tasks",
+            "render_video",
+            "unsupported",
+        )
+        assert "runs only as an MCP task" in disabled.reason
+        assert "approve" not in disabled.reason
+        [alert] = alerts(events)
+        assert "'tasks'" in alert and "render_video" in alert
+        assert 'taskSupport "required"' in alert
+        # Listing again (a health check, a list change) does not repeat it.
+        await toolset.rebuild()
+        assert len(alerts(events)) == 1
+        assert (
+            await call(toolset, services, "summarize", text="a long text")
+        ).content == "a long tex"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "in-memory"])
+async def test_a_tool_that_needs_a_person_gets_advice_instead_of_a_retry(transport: str) -> None:
+    configs = [stdio_config("needs_input", "needs_input.py")] if transport == "stdio" else []
+    in_process = {"needs_input": build_needs_input()} if transport == "in-memory" else None
+    async with (
+        tool_services() as (services, _),
+        MCPToolset(configs, in_process=in_process) as toolset,
+    ):
+        booking = await call(toolset, services, "book_table", restaurant="Chez Nous")
+        assert booking.is_error
+        assert "needs input from a person" in booking.content
+        assert "cannot collect" in booking.content
+        assert repr(BOOKING_QUESTION) in booking.content
+        assert "date" in booking.content  # the field the server asked for
+        assert "call again" not in booking.content
+        assert "Do not call book_table again" in booking.content
+
+        calendar = await call(toolset, services, "read_calendar", day="2026-12-02")
+        assert calendar.is_error
+        assert repr(AUTHORIZE_MESSAGE) in calendar.content
+        assert AUTHORIZE_URL in calendar.content
+        assert "calendar.example" in calendar.content
+        assert "call again" not in calendar.content
+        assert calendar.structured == {
+            "input_required": [{"kind": "url", "message": AUTHORIZE_MESSAGE, "url": AUTHORIZE_URL}]
+        }
+        # A server that only asks to be polled (its state, no questions) is polled.
+        polled = await call(toolset, services, "slow_report")
+        assert (polled.content, polled.is_error) == ("ready after 2 polls", False)
+        assert toolset.server("needs_input").state == "ready"
 
 
 @asynccontextmanager

@@ -8,8 +8,17 @@ schema goes out exactly as `ToolSpec.input_schema` says and every call goes thro
 SDK. `Client(server)`, stdio and Streamable HTTP all accept this server.
 
 Tools that take a context get a real :class:`~wakeful.services.Services`, built per connection in
-the server's lifespan around a task group of its own (so inline tasks and progress work). Events
-the tools emit have no session to go to and are dropped.
+the server's lifespan around a task group of its own: every call runs as a task of that group's
+:class:`~wakeful.tools.tasks.TaskManager` (so output lines and progress are recorded). Events the
+tools emit have no session to go to and are dropped.
+
+Progress and timeouts: when a client's call carries a `progressToken`, the bridge sends
+`notifications/progress` for it at least every `PROGRESS_INTERVAL_SECONDS` while the call runs
+(progress is the seconds elapsed; the message is the latest output line, or how long it has run).
+The client's own timeout still applies: a client that resets its timeout on progress (the
+TypeScript SDK's `resetTimeoutOnProgress`) waits for as long as the call runs; one that does not
+gives up after its timeout and cancels the request, which stops the call and its processes. For
+work longer than that, run it in the background (`shell_exec` with background=true).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -39,7 +49,7 @@ from ..safety.verdict import Verdict
 from ..services import Services, close_state, state_of
 from ..tools.registry import ToolRegistry, execute_call
 from ..tools.spec import Tool, ToolContext, ToolResult
-from ..tools.tasks import TaskManager
+from ..tools.tasks import TaskHandle, TaskManager
 
 if TYPE_CHECKING:
     from ..store.sqlite import Store
@@ -49,12 +59,26 @@ log = logging.getLogger(__name__)
 BridgeServer = Server[Services]
 """What :func:`build_server` returns: a low-level MCP server whose lifespan state is Services."""
 
+PROGRESS_INTERVAL_SECONDS = 10.0
+"""Seconds between two progress notifications of a running call (for clients that asked)."""
+
+PROGRESS_MESSAGE_CHARS = 200
+"""The most characters of an output line a progress message carries."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClientConnection:
-    """One client's connection to a bridge server, named by a random id for its life."""
+    """One client's connection to a bridge server, named by a random id for its life.
+
+    The bridge puts one in the services' state of every connection, so a tool can tell that it is
+    served over MCP (:func:`served_over_mcp`): its events go nowhere there."""
 
     id: str = field(default_factory=lambda: f"c{secrets.token_hex(4)}")
+
+
+def served_over_mcp(services: Services) -> bool:
+    """Whether these services are an MCP connection's (where runtime events are dropped)."""
+    return isinstance(services.state.get(ClientConnection), ClientConnection)
 
 
 def build_server(
@@ -115,9 +139,7 @@ def build_server(
                 f"{', '.join(registry.names) or '(none)'}; list them with tools/list.",
             )
         tool_gate = tool_ctx.services.gate
-        if tool_gate is None:
-            result = await execute_call(found, call, tool_ctx, registry)
-            return call_tool_result(result)
+        asked: list[_AskInNextRound] = []
 
         async def execute(checked: ToolContext) -> ToolResult:
             return await execute_call(found, call, checked, registry)
@@ -125,10 +147,28 @@ def build_server(
         async def ask(tool_name: str, summary: str, reasons: tuple[str, ...]) -> Verdict:
             return await ask_client_user(ctx, params, tool_name, summary, reasons)
 
-        try:
-            result = await tool_gate.run(found, call, tool_ctx, execute, ask=ask)
-        except _AskInNextRound as pending:
-            return types.InputRequiredResult(input_requests={APPROVAL_KEY: pending.request})
+        async def run(handle: TaskHandle) -> ToolResult:
+            checked = replace(tool_ctx, task=handle)
+            if tool_gate is None:
+                return await execute(checked)
+            try:
+                return await tool_gate.run(found, call, checked, execute, ask=ask)
+            except _AskInNextRound as pending:
+                asked.append(pending)
+                return ToolResult.error("A person's approval was asked for in the result.")
+
+        # The call runs as an inline task of the connection, so its output lines are recorded
+        # (for progress messages) and closing the connection cancels it.
+        handle = tool_ctx.services.tasks.start(
+            session=tool_ctx.session,
+            tool=params.name,
+            run=run,
+            call_id=call_id,
+            description=f"MCP call {params.name}",
+        )
+        result = await wait_reporting_progress(ctx, handle)
+        if asked:
+            return types.InputRequiredResult(input_requests={APPROVAL_KEY: asked[0].request})
         return call_tool_result(result)
 
     shared = SharedStore(store_path) if store_path is not None else None
@@ -147,6 +187,7 @@ def build_server(
                 settings={type(value): value for value in settings},
                 store=store,
                 gate=connection_gate,
+                state={ClientConnection: ClientConnection()},
             )
             try:
                 yield services
@@ -164,6 +205,58 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+async def wait_reporting_progress(
+    ctx: ServerRequestContext[Services], handle: TaskHandle
+) -> ToolResult:
+    """The call's result; meanwhile, a progress report every interval.
+
+    The SDK sends a report only where the client asked for progress (a `progressToken` over
+    JSON-RPC, a callback in memory) and drops it otherwise; in memory, whether one was given
+    cannot be read, so the reports are always made. If the request is cancelled (the client
+    cancelled it, or the connection closed), the call's task is cancelled too, and waited for,
+    so no process of it outlives the request."""
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_send_progress, ctx, handle)
+            result = await handle.wait()
+            tg.cancel_scope.cancel()
+        return result
+    finally:
+        if not handle.done:
+            handle.cancel("the MCP client cancelled the call")
+            with anyio.CancelScope(shield=True):
+                await handle.wait()
+
+
+async def _send_progress(ctx: ServerRequestContext[Services], handle: TaskHandle) -> None:
+    """Every interval, the seconds elapsed as progress and the latest output line as message."""
+    started = time.monotonic()
+    sent = 0.0
+    while True:
+        # Read at every round, so tests (and embedders) may change the module constant.
+        await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
+        elapsed = time.monotonic() - started
+        sent = max(round(elapsed, 1), sent + 0.1)  # strictly increasing, as MCP requires
+        try:
+            await ctx.session.report_progress(sent, None, progress_message(handle, elapsed))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return  # the client is gone; the call's own wait notices the cancellation
+
+
+def progress_message(handle: TaskHandle, elapsed: float) -> str:
+    """The latest output line (cut to `PROGRESS_MESSAGE_CHARS`), or how long the call has run."""
+    percent = f" ({handle.percent:g}%)" if handle.percent is not None else ""
+    last = handle.last_lines(1)
+    line = last[0].strip() if last else ""
+    if not line:
+        line = handle.progress_message
+    if not line:
+        return f"{handle.tool} running for {elapsed:.0f} s{percent}"
+    if len(line) > PROGRESS_MESSAGE_CHARS:
+        line = line[: PROGRESS_MESSAGE_CHARS - 1] + "…"
+    return line + percent
 
 
 class SharedStore:

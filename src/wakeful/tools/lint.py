@@ -30,6 +30,10 @@ questions a model has before calling. The standard, one rule per question (the r
     Each example call is a JSON object that validates against the tool's input schema; each
     line of an ``Examples:`` section parses as a JSON object.
 
+Each finding's own example fits the tool it is about: an example value is derived from the
+parameter's schema (:mod:`.schema_examples`), an example call from the input schema, and where
+the schema suggests none the finding says so instead of inventing one.
+
 Findings are advice for third-party tools and a failure for ours (``wakeful tools lint`` and the
 test suite run the checker over every built-in tool).
 """
@@ -46,6 +50,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..errors import UserError
+from .schema_examples import example_call, example_value, show_example
 from .spec import Tool, ToolSpec
 
 __all__ = [
@@ -122,7 +127,7 @@ def lint_definition(
                 name,
                 "example-valid",
                 f"The Examples: line {line!r} is not a JSON object. Write each example call as "
-                'one JSON object on its own line, e.g. {"query": "anyio"}.',
+                f"one JSON object on its own line{_call_example(input_schema)}.",
             )
         )
     if bad_lines and not examples:
@@ -197,8 +202,8 @@ def _lint_text(name: str, description: str, input_schema: Mapping[str, Any]) -> 
         miss(
             "result",
             "The description does not show the shape of the result. Add a sentence starting "
-            '\'Result:\' or \'Returns\', e.g. \'Result: {"task_id": "task_1a2b", "state": '
-            '"running"}.\'',
+            "'Result:' or 'Returns' that names what comes back and its fields, e.g. 'Returns "
+            'the matching <things> as a list of {"<field>": <value>}.\'',
         )
     findings += _lint_cost(name, description)
     findings += _lint_parameters(name, input_schema)
@@ -242,26 +247,69 @@ def _lint_parameters(name: str, input_schema: Mapping[str, Any]) -> list[LintFin
     findings: list[LintFinding] = []
     for pname, prop in properties.items():
         description = prop.get("description") if isinstance(prop, Mapping) else None
+        example = example_value(str(pname), prop)
         if not isinstance(description, str) or not description.strip():
+            stem = "The " + str(pname).replace("_", " ")
+            advice = (
+                f"e.g. '{stem}, e.g. {show_example(example)}.'"
+                if example is not None
+                else f"as in '{stem}, e.g. <a value it accepts>.' ({_no_example(prop)})"
+            )
             findings.append(
                 LintFinding(
                     name,
                     "parameter-example",
                     f"Parameter {pname!r} has no description. Describe it and give an example "
-                    "value introduced by 'e.g.', e.g. 'The directory to run in, e.g. "
-                    "'frontend'.'",
+                    f"value introduced by 'e.g.', {advice}",
                 )
             )
         elif not _EXAMPLE_VALUE.search(description):
+            advice = (
+                f"e.g. '…, e.g. {show_example(example)}.'"
+                if example is not None
+                else f"as in '…, e.g. <a value it accepts>.' ({_no_example(prop)})"
+            )
             findings.append(
                 LintFinding(
                     name,
                     "parameter-example",
                     f"The description of parameter {pname!r} ({_quote(description)}) gives no "
-                    "example value. Add one introduced by 'e.g.', e.g. '…, e.g. 20.'",
+                    f"example value. Add one introduced by 'e.g.', {advice}",
                 )
             )
     return findings
+
+
+def _no_example(schema: object) -> str:
+    """Why no example is suggested: what the schema says, and that it suggests no value."""
+    if not isinstance(schema, Mapping):
+        return "its schema says nothing about it, so no example is suggested"
+    what = []
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        what.append(f"a {kind}")
+    if isinstance(schema.get("pattern"), str):
+        what.append(f"matching {schema['pattern']!r}")
+    if isinstance(schema.get("format"), str):
+        what.append(f"in format {schema['format']!r}")
+    said = f"its schema only says {' '.join(what)}" if what else "its schema gives no type"
+    return f"{said}, so no example is suggested"
+
+
+def _call_example(input_schema: Mapping[str, Any]) -> str:
+    """', e.g. {…}' with a call the input schema accepts, or what to write when none is known."""
+    call = example_call(input_schema)
+    if call is not None:
+        return f", e.g. {json.dumps(call, ensure_ascii=False)}"
+    properties = input_schema.get("properties")
+    names = [str(n) for n in input_schema.get("required", [])]
+    if not names and isinstance(properties, Mapping):
+        names = [str(n) for n in list(properties)[:1]]
+    if not names:
+        return ", e.g. {}"
+    # The schema tells no values: the shape with the real names, the values left to the author.
+    shape = ", ".join(f'"{n}": …' for n in names)
+    return f", e.g. {{{shape}}} with a value the tool accepts for each"
 
 
 def _lint_examples(
@@ -277,8 +325,8 @@ def _lint_examples(
             LintFinding(
                 name,
                 "examples",
-                f"The tool has no example calls. Add 1 to {MAX_EXAMPLES}: {how}, e.g. "
-                '{"task_id": "task_1a2b3c4d"}.',
+                f"The tool has no example calls. Add 1 to {MAX_EXAMPLES}: {how}"
+                f"{_call_example(input_schema)}.",
             )
         ]
     findings: list[LintFinding] = []
@@ -312,7 +360,7 @@ def _lint_examples(
                     name,
                     "example-valid",
                     f"The example call {example!r} is not a JSON object. Write the arguments "
-                    'as an object, e.g. {"task_id": "task_1a2b3c4d"}.',
+                    f"as an object{_call_example(input_schema)}.",
                 )
             )
             continue

@@ -30,6 +30,11 @@ health check, list-changed notification) each tool is checked before it is offer
   the tool of an untrusted server (unless a person approved exactly that definition); on a
   `trusted = true` server it is only reported.
 
+A tool that runs only as an MCP task (`execution.taskSupport: "required"`, 2025-11-25) is not
+offered either: a plain tools/call to it fails, and this client does not run MCP tasks yet. The
+operator is told once which tools were left out; they are listed as disabled with kind
+"unsupported", and approving them changes nothing.
+
 A disabled tool is not offered; a call to one that was offered before returns an error naming
 the approve command. Each is reported once per definition in a `system.alert` whose text names
 the server, the tool and what changed, without quoting the third-party text (which may be the
@@ -45,7 +50,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types
@@ -87,7 +92,9 @@ class MCPServerStatus:
     tools: tuple[str, ...]
     restarts: int
     disabled: tuple[str, ...] = ()
-    """Tools of the listing that are not offered (changed since pinned, or poisoned)."""
+    """Tools of the listing that are not offered (changed since pinned, poisoned, task-only)."""
+    task_only: tuple[str, ...] = ()
+    """Tools of the listing that run only as MCP tasks, which this client cannot run yet."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,10 @@ class DisabledTool:
     server: str
     tool: str
     reason: str
-    """The error a call to it returns: what is wrong and the command that approves it."""
+    """The error a call to it returns: what is wrong and what to do instead."""
+    kind: Literal["approval", "unsupported"] = "approval"
+    """"approval": waits for `wakeful mcp approve`; "unsupported": needs a protocol feature
+    this client lacks (a task-only tool), so no approval helps."""
 
 
 class MCPToolset:
@@ -203,6 +213,7 @@ class MCPToolset:
                 tools=tuple(t.name for t in c.listing),
                 restarts=c.restarts,
                 disabled=tuple(c.disabled),
+                task_only=tuple(sorted(c.task_only)),
             )
             for c in self._connections.values()
         ]
@@ -210,7 +221,7 @@ class MCPToolset:
     def disabled(self) -> list[DisabledTool]:
         """Every tool a server lists that is not offered, with the reason."""
         return [
-            DisabledTool(c.name, tool, reason)
+            DisabledTool(c.name, tool, reason, "unsupported" if tool in c.task_only else "approval")
             for c in self._connections.values()
             for tool, reason in c.disabled.items()
         ]
@@ -290,9 +301,12 @@ class MCPToolset:
 
     async def _vet(self) -> None:
         """Decide for every listed tool of every third-party server whether it may be offered:
-        it must match its pin (when there are pins) and carry no high finding (unless trusted
-        or approved). Sets each connection's `disabled` and alerts once per definition."""
+        it must not be task-only, must match its pin (when there are pins) and carry no high
+        finding (unless trusted or approved). Sets each connection's `disabled` and alerts
+        once per definition."""
         alerts: list[_Alert] = []
+        # Servers of this process are not checked: they speak 2026-07-28 in memory, where a
+        # tool has no `execution` (tasks are an extension there), so none is task-only.
         async with self._pins_lock, self._pins_file_locked():
             # Only servers that have listed: one still connecting has no tools to pin yet.
             third_party = [
@@ -312,7 +326,15 @@ class MCPToolset:
                     found += self._scan(connection.name, definition)
                 findings += found
                 self._judge_findings(connection, listed[connection.name], found, disabled, alerts)
-                for tool in connection.disabled.keys() - disabled.keys():
+                was_task_only, connection.task_only = (
+                    connection.task_only,
+                    _task_only(connection.listing),
+                )
+                for tool, reason in _task_only_reasons(connection).items():
+                    disabled.setdefault(tool, reason)
+                if connection.task_only:
+                    alerts.append(_task_only_alert(connection))
+                for tool in connection.disabled.keys() - disabled.keys() - was_task_only:
                     if tool in connection.offered:
                         alerts.append(
                             _Alert(None, connection.name, _enabled_again(connection, tool))
@@ -506,6 +528,39 @@ def _enabled_again(connection: MCPConnection, tool: str) -> str:
     return (
         f"The tool {tool!r} of MCP server {connection.name!r} was approved by the operator and "
         "can be called again."
+    )
+
+
+def _task_only(listing: Iterable[mcp_types.Tool]) -> frozenset[str]:
+    """The tools that can only be called as MCP tasks (`execution.taskSupport: "required"`);
+    "optional" ones answer a plain call, so they are offered."""
+    return frozenset(
+        t.name
+        for t in listing
+        if t.execution is not None and t.execution.task_support == "required"
+    )
+
+
+def _task_only_reasons(connection: MCPConnection) -> dict[str, str]:
+    return {
+        tool: (
+            f"The tool {tool} of MCP server {connection.name!r} is not offered: it runs only as "
+            'an MCP task (execution.taskSupport = "required"), and this client cannot run MCP '
+            "tasks yet. Use another tool or approach."
+        )
+        for tool in sorted(connection.task_only)
+    }
+
+
+def _task_only_alert(connection: MCPConnection) -> _Alert:
+    names = sorted(connection.task_only)
+    return _Alert(
+        (connection.name, "", "task_only", ",".join(names)),
+        connection.name,
+        f"MCP server {connection.name!r} lists {len(names)} tool(s) that run only as MCP tasks "
+        f'(taskSupport "required"), which this client cannot run yet, so they are not offered: '
+        f"{', '.join(names)}. Its other tools work as usual.",
+        {"unsupported": "task_only", "tools": names},
     )
 
 

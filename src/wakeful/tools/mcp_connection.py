@@ -4,7 +4,9 @@
 changes of its tool list, lists its tools, checks its health, and when the connection is lost
 (the process exited, or it stopped answering) reports it and starts again with exponential
 backoff. A server whose program is missing is reported once and not retried. Calls are sent by
-`MCPConnection.call` from the calling tool's task, since the SDK multiplexes requests.
+`MCPConnection.call` from the calling tool's task, since the SDK multiplexes requests. A call
+that stops to ask for a person's input (an input-required result, the URL-elicitation-required
+error) ends with advice that fits (:mod:`.mcp_input`), since this client cannot collect it yet.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from .mcp_config import MCPServerConfig
+from .mcp_input import asked_by_error, asked_by_result, needs_input_result
 from .mcp_results import tool_result_from_mcp
 from .mcp_transport import watched
 from .spec import ToolContext, ToolResult
@@ -47,6 +50,11 @@ ServerState = Literal["connecting", "ready", "unavailable", "failed"]
 CLIENT_INFO = mcp_types.Implementation(name="wakeful", version="0.1.0")
 _LISTING_PAGES = 100
 _STDERR_TAIL_BYTES = 4000
+# How often a call is resent when the server answers "input required" with only its state (it
+# asks to be polled), and the pause before each: the SDK's own numbers.
+_POLL_ROUNDS = 10
+_POLL_FIRST_DELAY = 0.05
+_POLL_MAX_DELAY = 0.25
 
 
 class ConnectionOwner(Protocol):
@@ -83,9 +91,11 @@ class MCPConnection:
         self._stderr: TextIO | None = None
         self.last_stderr = ""  # what the server process last wrote to stderr before it closed
         self.instructions: str | None = None  # what the server said when it was initialised
-        # Tools of the listing that are not offered (changed since pinned, poisoned), with the
-        # error a call to one returns; kept by the toolset's trust checks.
+        # Tools of the listing that are not offered (changed since pinned, poisoned, task-only),
+        # with the error a call to one returns; kept by the toolset's checks.
         self.disabled: dict[str, str] = {}
+        # Tools of the listing that run only as MCP tasks (a subset of `disabled`).
+        self.task_only: frozenset[str] = frozenset()
         # Whether the server has listed its tools at least once: until then there is nothing
         # to pin (pinning the empty list would make every real tool look new).
         self.has_listed = False
@@ -445,7 +455,7 @@ class MCPConnection:
     ) -> mcp_types.CallToolResult | ToolResult:
         """The server's result, or the error to return for a call that failed."""
         try:
-            return await client.call_tool(remote_name, arguments, progress_callback=progress)
+            result = await _call_tool(client, remote_name, arguments, progress)
         except MCPError as exc:
             self._probe_now.set()  # is the server still there? The health check says.
             return self._call_failed(tool, exc)
@@ -457,8 +467,14 @@ class MCPConnection:
             )
         finally:
             progress.finish()
+        if isinstance(result, mcp_types.InputRequiredResult):
+            return needs_input_result(self.name, tool, asked_by_result(result))
+        return result
 
     def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
+        asked = asked_by_error(exc)
+        if asked is not None:
+            return needs_input_result(self.name, tool, asked)
         if exc.code == CONNECTION_CLOSED:
             return ToolResult.error(
                 f"MCP server {self.name!r} closed the connection during the call to {tool}: it "
@@ -469,6 +485,41 @@ class MCPConnection:
             f"MCP server {self.name!r} rejected the call to {tool} with error {exc.code}: "
             f"{exc.message}. Check the arguments against the tool's schema and call again."
         )
+
+
+async def _call_tool(
+    client: Client, name: str, arguments: dict[str, Any], progress: _CallProgress
+) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    """One tools/call. An input-required result that asks for something (a person's answer, a
+    model run, roots) is handed back rather than answered, since this client has nobody to ask
+    (the SDK's own loop would only refuse it, losing what was asked); one that carries only the
+    server's state asks to be polled, and is."""
+    request_state: str | None = None
+    delay = _POLL_FIRST_DELAY
+    result: mcp_types.CallToolResult | mcp_types.InputRequiredResult | None = None
+    for _ in range(_POLL_ROUNDS):
+        try:
+            result = await client.session.call_tool(
+                name,
+                arguments,
+                progress_callback=progress,
+                request_state=request_state,
+                allow_input_required=True,
+            )
+        except MCPError as exc:
+            if exc.code != mcp_types.HEADER_MISMATCH:
+                raise
+            # Our copy of the tool's listing is stale: the SDK's call re-lists it and resends.
+            return await client.call_tool(
+                name, arguments, progress_callback=progress, request_state=request_state
+            )
+        if not isinstance(result, mcp_types.InputRequiredResult) or result.input_requests:
+            return result
+        request_state = result.request_state
+        await anyio.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX_DELAY)
+    assert result is not None
+    return result
 
 
 async def _list_tools(client: Client) -> list[mcp_types.Tool]:

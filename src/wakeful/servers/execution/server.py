@@ -1,7 +1,8 @@
 """The execution server assembled: every execution tool, served over MCP behind the gate.
 
 Files (`FILE_EDIT_TOOLS`: write and edit, linted after every write), the shell and Python in the
-sandbox (`SHELL_TOOLS`, `INTERPRETER_TOOLS`), spreadsheets, and the outside world (`EMAIL_TOOLS`,
+sandbox (`SHELL_TOOLS`, `INTERPRETER_TOOLS`; `BACKGROUND_TOOLS` follow background commands over
+MCP), spreadsheets, and the outside world (`EMAIL_TOOLS`,
 `CALENDAR_WRITE_TOOLS`, `WEBHOOK_TOOLS`, `GITHUB_TOOLS`: idempotency keys or precheck→confirm).
 Like the perception tools they are ordinary wakeful tools: a runtime can offer them directly,
 and :func:`execution_server` serves them to any MCP client, with a store for idempotency keys,
@@ -17,6 +18,7 @@ from ...errors import UserError
 from ...safety.gate import CallGate
 from ...tools.spec import Tool
 from ..bridge import BridgeServer, build_server
+from .background import BACKGROUND_TOOLS
 from .calendar_events import CALENDAR_WRITE_TOOLS
 from .email import EMAIL_TOOLS
 from .files import FILE_EDIT_TOOLS
@@ -29,6 +31,7 @@ from .webhook import WEBHOOK_TOOLS
 EXECUTION_TOOLS: tuple[Tool, ...] = (
     *FILE_EDIT_TOOLS,
     *SHELL_TOOLS,
+    *BACKGROUND_TOOLS,
     *INTERPRETER_TOOLS,
     *SPREADSHEET_TOOLS,
     *EMAIL_TOOLS,
@@ -45,7 +48,9 @@ INSTRUCTIONS = """\
 Tools that change things, under one root directory (every path is relative to it). Files:
 write_file and edit_file (exact text replacement; each write is checked by the file's linter and
 the problems come back with the result). shell_exec runs a command in a sandbox (no network
-unless allowed, only the root writable); code_interpreter runs Python whose variables persist
+unless allowed, only the root writable); with background=true it returns a task_id at once:
+fetch the result with task_result (stored, so a later connection can fetch it too), follow it
+with task_status, stop it with cancel_task. code_interpreter runs Python whose variables persist
 across calls. Spreadsheets: spreadsheet_read, spreadsheet_write, spreadsheet_formula. Outside
 world: send_email and call_webhook first return a preview and a confirmation token — call again
 with the token to execute; create_calendar_event and github_create_pull_request do not create
@@ -83,6 +88,7 @@ def execution_server(
 
 
 __all__ = [
+    "BACKGROUND_TOOLS",
     "CALENDAR_WRITE_TOOLS",
     "EMAIL_TOOLS",
     "EXECUTION_TOOLS",

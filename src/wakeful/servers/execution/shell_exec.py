@@ -30,11 +30,14 @@ from ...tools.process import OutputCapture, OutputFile, ProcessOutcome, run_to_e
 from ...tools.shell import (
     BACKGROUND_TIMEOUT_SECONDS,
     INLINE_TIMEOUT_SECONDS,
+    describe_command,
     limit_notes,
     start_in_background,
 )
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ...tools.tasks import TaskHandle
+from ..bridge import served_over_mcp
+from .background import start_over_mcp
 from .long_output import KEEP_LINES, MAX_CHARS, MAX_LINES, excerpt
 
 MAX_TIMEOUT_SECONDS = 3600.0
@@ -85,7 +88,8 @@ async def shell_exec(
         bool,
         Field(
             description="False waits for the command and returns its output; True returns a "
-            "task id at once and delivers the result later as an event, e.g. true.",
+            "task id at once: the result arrives later as an event in the runtime, or is "
+            "fetched with task_result over MCP, e.g. true.",
         ),
     ] = False,
 ) -> Any:
@@ -94,9 +98,11 @@ async def shell_exec(
     Use it to build, test, search files or run programs and scripts (python is the runtime's own
     Python, with its packages). By default the call waits (up to timeout_seconds, 120 by
     default). For anything that may take more than a minute, or keeps running, pass
-    background=True: the call returns a task id at once and the result arrives later as a
-    tool.result event; follow it with task_status or cancel_task. shell_history lists this
-    session's earlier commands.
+    background=True: the call returns a task id at once. In the wakeful runtime the result
+    arrives later as a tool.result event (follow it with task_status or cancel_task); served
+    over MCP, this server's task_result fetches it (also from a later connection: it is stored),
+    task_status shows its progress and cancel_task stops it. shell_history lists this session's
+    earlier commands.
 
     The sandbox: only the workspace is writable; the system is read-only; /tmp and HOME are
     private and emptied after each call; there is no network unless the deployment allows it;
@@ -109,7 +115,8 @@ async def shell_exec(
     omitted; full output saved to .wakeful/outputs/<id>.txt; read it with read_file]" between.
     A non-zero exit, a timeout or a refusal is an error result that says so. structuredContent
     has exit_code, timed_out, duration_seconds, output_lines, saved_output and sandbox.
-    Result with background=True: {"task_id": "task_1a2b3c4d", "status": "running", …}.
+    Result with background=True: {"task_id": "task_1a2b3c4d", "status": "running", "next": …}
+    (over MCP the id is longer and unguessable: "bg_" and 32 hex digits).
 
     Cost: inline, as long as the command runs plus about 10 ms for the sandbox; in the
     background, a few milliseconds. Inline results are at most about 10,000 characters.
@@ -151,6 +158,9 @@ async def shell_exec(
     async def run_in_background(handle: TaskHandle) -> ToolResult:
         return await execute(handle, timeout)
 
+    if served_over_mcp(ctx.services):
+        # No session receives events over MCP: the result is stored, for task_result.
+        return await start_over_mcp(ctx, run_in_background, describe_command(command), timeout)
     return start_in_background(
         ctx, run_in_background, command, timeout, "task_status or cancel_task"
     )
