@@ -200,3 +200,28 @@ def test_bad_options_exit_with_a_clear_message(tmp_path: Path) -> None:
     )
     assert bad_config.exit_code == 1
     assert "breaker_denials" in bad_config.output
+
+
+@pytest.mark.anyio
+async def test_a_path_outside_the_root_is_refused_before_anyone_is_asked(tmp_path: Path) -> None:
+    # /etc/... is a sensitive path the sidecar would ask about; the tool would refuse it anyway,
+    # so nobody is asked, and a client without elicitation hears the real reason.
+    asked: list[str] = []
+    async with Client(guarded(tmp_path), elicitation_callback=answering(True, asked)) as client:
+        written = await client.call_tool(
+            "write_file", {"path": "/etc/wakeful-probe", "content": "x"}
+        )
+        climbed = await client.call_tool(
+            "edit_file", {"path": "../../etc/hosts", "old": "a", "new": "b"}
+        )
+        cwd = await client.call_tool("shell_exec", {"command": "ls", "cwd": "/"})
+    assert asked == []
+    for result in (written, climbed, cwd):
+        assert result.is_error
+        assert "leads outside the root" in text_of(result), text_of(result)
+        assert "did not approve" not in text_of(result)
+    async with Client(guarded(tmp_path)) as no_elicitation:
+        refused = await no_elicitation.call_tool(
+            "write_file", {"path": "/etc/wakeful-probe", "content": "x"}
+        )
+    assert "leads outside the root" in text_of(refused)

@@ -1,5 +1,5 @@
-"""The layers around every tool call, composed: sidecar → breaker → person → reviewer → run →
-verification → audit.
+"""The layers around every tool call, composed: validation → sidecar → breaker → person →
+reviewer → run → verification → audit.
 
 A :class:`CallGate` wraps execution the way a safety policy wraps a toolset: the session (or the
 MCP bridge) hands it the call and a function that runs it, and the gate decides whether that
@@ -26,6 +26,7 @@ from ..messages import Message, ToolCall
 from ..tools.spec import Tool, ToolContext, ToolResult, ToolSpec
 from .approvals import Approvals
 from .breaker import DenialBreaker
+from .paths import leaves_root
 from .reviewer import Reviewer
 from .sidecar import ModelSidecar, RuleSidecar, SidecarChecks
 from .verdict import Verdict
@@ -125,6 +126,10 @@ class CallGate:
     ) -> ToolResult:
         spec = tool.spec if tool is not None else None
         session = ctx.session
+        invalid = _outside_root(spec, call, ctx)
+        if invalid is not None:  # input validation, the outermost layer: nobody is asked
+            path.append(invalid)
+            return _refused(call, invalid)
         verdict = await self.checks(session).verdict(call, spec)
         path.append(verdict)
         if verdict.decision == "deny":
@@ -220,12 +225,35 @@ class CallGate:
         )
 
 
+def _outside_root(spec: ToolSpec | None, call: ToolCall, ctx: ToolContext) -> Verdict | None:
+    """A deny when a path the tool confines to its root leaves it (see ToolSpec.root_paths)."""
+    root = ctx.services.workdir
+    if spec is None or not spec.root_paths or root is None:
+        return None
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except (ValueError, RecursionError):
+        return None  # the tool's own validation reports it
+    if not isinstance(arguments, dict):
+        return None
+    for name in spec.root_paths:
+        value = arguments.get(name)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, str) and "\x00" not in item:
+                reason = leaves_root(root, item)
+                if reason is not None:
+                    return Verdict("deny", (reason,), "validation")
+    return None
+
+
 def _refused(call: ToolCall, verdict: Verdict) -> ToolResult:
     reasons = " ".join(verdict.reasons) or "No reason was given."
     who = {
         "human": "The user did not approve this call",
         "reviewer": "The reviewer rejected this call",
         "breaker": "This call was refused",
+        "validation": "This call's arguments are not valid",
     }.get(verdict.layer, "The safety checks refused this call")
     return ToolResult(
         f"{who}; {call.name} was not run. {reasons} Do not repeat the same call: change the "
@@ -237,7 +265,8 @@ def _refused(call: ToolCall, verdict: Verdict) -> ToolResult:
 
 def _status_of(result: ToolResult, path: list[Verdict]) -> Status:
     if isinstance(result.structured, dict) and result.structured.get("refused"):
-        return "denied"
+        # Bad arguments are the caller's error, not a refusal by a safety layer.
+        return "error" if result.structured.get("layer") == "validation" else "denied"
     if isinstance(result.structured, dict) and result.structured.get("timed_out"):
         return "timeout"
     return "error" if result.is_error else "ok"

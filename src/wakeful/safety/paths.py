@@ -72,6 +72,21 @@ def confine(root: Path, user_path: str) -> Path:
     return resolved
 
 
+def leaves_root(root: Path, user_path: str) -> str | None:
+    """Why `user_path` leads outside `root`, judged on its text alone (no file is touched); None
+    when it stays inside. For a check before anyone is asked about a call: the tool itself
+    still resolves the path beneath the root (symlinks included) when it runs."""
+    real_root = Path(os.path.abspath(root))
+    joined = Path(user_path) if Path(user_path).is_absolute() else real_root / user_path
+    if _is_inside(Path(os.path.normpath(joined)), real_root):
+        return None
+    return (
+        f"The path {user_path!r} leads outside the root {str(real_root)!r}, and only files "
+        "under the root can be used. Give a path relative to the root, e.g. 'src/app.py', "
+        "without '..' steps that climb above it."
+    )
+
+
 def display_path(path: Path, root: Path) -> str:
     """How a confined path is shown to the model: relative to the root, '.' for the root.
 

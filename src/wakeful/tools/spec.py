@@ -47,6 +47,9 @@ class ToolSpec:
     annotations: ToolAnnotations = ToolAnnotations()
     run_mode: RunMode = "inline"
     examples: tuple[dict[str, Any], ...] = ()
+    root_paths: tuple[str, ...] = ()
+    """Parameters that name a path the tool confines to its root: the safety gate refuses a
+    call whose path leaves the root before it asks anyone (the tool would refuse it anyway)."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -209,6 +212,7 @@ def tool(
     annotations: ToolAnnotations = ToolAnnotations(),
     run_mode: RunMode = "inline",
     examples: tuple[dict[str, Any], ...] = (),
+    root_paths: tuple[str, ...] = (),
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -221,6 +225,7 @@ def tool(
     annotations: ToolAnnotations = ToolAnnotations(),
     run_mode: RunMode = "inline",
     examples: tuple[dict[str, Any], ...] = (),
+    root_paths: tuple[str, ...] = (),
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make an async function a :class:`Tool`.
 
@@ -247,6 +252,7 @@ def tool(
             annotations=annotations,
             run_mode=run_mode,
             examples=examples,
+            root_paths=root_paths,
         )
         return Tool(spec=spec, function=func, arguments_model=model, takes_context=takes_context)
 

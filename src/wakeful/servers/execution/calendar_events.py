@@ -71,6 +71,7 @@ class _When:
 
 
 @tool(
+    root_paths=("calendar",),
     annotations=ToolAnnotations(
         read_only=False, destructive=False, idempotent=True, open_world=True
     ),

@@ -113,6 +113,7 @@ _Addresses = Annotated[
 
 
 @tool(
+    root_paths=("attachments",),
     annotations=ToolAnnotations(
         read_only=False, destructive=False, idempotent=False, open_world=True
     ),

@@ -58,6 +58,7 @@ _INVALID_BYTE = re.compile("[\udc80-\udcff]")
 
 
 @tool(
+    root_paths=("path",),
     annotations=ToolAnnotations(read_only=False, destructive=True, idempotent=True),
     examples=(
         {"path": "src/app.py", "content": "print('hello')\n"},
@@ -200,6 +201,7 @@ def _content_bytes(content: str | None, content_base64: str | None) -> bytes:
 
 
 @tool(
+    root_paths=("path",),
     annotations=ToolAnnotations(read_only=False, destructive=True, idempotent=False),
     examples=(
         {"path": "src/app.py", "old": "return 'TODO'", "new": "return result"},

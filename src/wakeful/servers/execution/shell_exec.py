@@ -48,6 +48,7 @@ _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 @tool(
+    root_paths=("cwd",),
     annotations=ToolAnnotations(destructive=True, open_world=True),
     examples=(
         {"command": "pytest -q tests/"},

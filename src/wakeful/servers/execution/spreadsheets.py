@@ -143,6 +143,7 @@ def _cell_numbers(letters: str, digits: str, text: str) -> tuple[int, int]:
 
 
 @tool(
+    root_paths=("path",),
     annotations=ToolAnnotations(read_only=True, idempotent=True),
     examples=(
         {"path": "data/budget.xlsx"},
@@ -310,6 +311,7 @@ def _shown(value: CellValue) -> str:
 
 
 @tool(
+    root_paths=("path",),
     annotations=ToolAnnotations(read_only=False, destructive=True, idempotent=True),
     examples=(
         {"path": "data/budget.xlsx", "cells": {"B2": 42, "C3": "text"}},
@@ -415,6 +417,7 @@ def _check_value(reference: str, value: CellValue) -> None:
 
 
 @tool(
+    root_paths=("path",),
     annotations=ToolAnnotations(read_only=False, destructive=True, idempotent=True),
     examples=(
         {"path": "data/budget.xlsx", "cell": "B11", "formula": "=SUM(B2:B10)"},
