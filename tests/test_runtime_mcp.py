@@ -75,3 +75,39 @@ async def test_a_poisoned_tool_is_held_back_and_a_call_to_it_says_why(tmp_path: 
     assert "wakeful mcp approve calc add" in added.content
     assert multiplied.content.strip() == "6"
     assert lock.exists()  # the benign tool was pinned on first use
+
+
+async def test_the_runtime_offers_its_workdir_as_roots_and_its_model_for_sampling(
+    tmp_path: Path,
+) -> None:
+    from collections.abc import Sequence
+
+    from wakeful.messages import Message
+    from wakeful.models import FunctionModel, Turn
+    from wakeful.models.base import ToolDefinition
+
+    script = Path(__file__).parent / "mcp_servers" / "asks_client.py"
+    server = MCPServerConfig(
+        name="asks", command=[sys.executable, str(script)], allow_sampling=True
+    )
+
+    def turn(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn | str:
+        if not tools:
+            return "sampled by the runtime's model"  # the server's sampling request
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return use(call("where"), call("summarize", text="a text"))
+        return say("done")
+
+    model = FunctionModel(turn)
+    async with Runtime(
+        model=model, with_timers=False, mcp_servers=[server], workdir=tmp_path
+    ) as rt:
+        await rt.submit(user_input("where are you, and summarize a text"))
+        await rt.wait_idle()
+        results = {
+            m.content for m in rt.sessions["main"].trajectory.messages if isinstance(m, ToolMessage)
+        }
+        assert results == {tmp_path.as_uri(), "sampled by the runtime's model"}
+        assert rt.mcp is not None
+        [record] = rt.mcp.sampling_records()
+        assert (record.tool, record.outcome) == ("summarize", "answered")

@@ -33,9 +33,11 @@ mcp_app.add_typer(serve_app, name="serve")
 
 
 def _register_trust_commands() -> None:
+    from .cli_mcp_list import register as register_list
     from .cli_mcp_trust import register
 
     register(mcp_app)
+    register_list(mcp_app)
 
 
 _register_trust_commands()

@@ -273,6 +273,8 @@ class Runtime:
                 reserved_names=self.registry.names,
                 in_process=self.mcp_in_process,
                 pins=self.mcp_pins,
+                model=self.model,
+                workdir=self.workdir,
             )
             await self._stack.enter_async_context(self.mcp)
             await self._sync_mcp_tools()
@@ -293,13 +295,21 @@ class Runtime:
     def _complete_gate(self, store: Store | None) -> CallGate | None:
         """Give the gate what only a running runtime has: a person to ask (through the outbox)
         and, with a store, an audit log whose alerts come back as events."""
-        gate = self.gate
-        if gate is None:
+        given = self.gate
+        if given is None:
             return None
-        if not gate.sidecar.has_policy:
+        # A copy: the gate handed in is never filled in, so it can serve another runtime (its
+        # audit log would otherwise point at this one's store after it closed). Per-session
+        # state (sidecar checks, denial counts) is this runtime's own.
+        from .safety.breaker import DenialBreaker
+        from .safety.sidecar import RuleSidecar
+
+        sidecar = given.sidecar
+        if not sidecar.has_policy:
             from .safety.commands import CommandPolicy
 
-            gate.sidecar.use_policy(CommandPolicy(self._policy_settings()))
+            sidecar = RuleSidecar(sidecar.settings, CommandPolicy(self._policy_settings()))
+        gate = replace(given, sidecar=sidecar, breaker=DenialBreaker(given.breaker.threshold))
         if gate.approvals is None:
             from .safety.approvals import Approvals
 
@@ -308,6 +318,7 @@ class Runtime:
             from .safety.audit import AuditLog
 
             gate.audit = AuditLog(store, emit=self._alert_operator)
+        self.gate = gate
         return gate
 
     async def _alert_operator(self, event: Event) -> None:

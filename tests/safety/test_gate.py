@@ -406,3 +406,24 @@ async def test_a_side_querys_calls_pass_the_gate_and_are_audited(tmp_path: Path)
         reader.close()
     assert ("weather_now", "ok") in audited
     assert ("slow_step", "ok") in audited
+
+
+async def test_one_gate_serves_two_runtimes_one_after_the_other(tmp_path: Path) -> None:
+    # The runtime used to fill in the gate it was given (audit log, approvals), so a second
+    # runtime with the same gate audited into the first one's closed store and every call failed.
+    shared = gate(tmp_path)
+    for run in ("first", "second"):
+        model = ScriptedModel([use(call("save_note", path=f"{run}.txt", content=run)), say("")])
+        async with runtime(model, tmp_path, shared, store_path=tmp_path / f"{run}.db") as rt:
+            await rt.submit(user_input("save it"))
+            await rt.wait_idle()
+            (result,) = tool_results(rt)
+            assert result.status == "ok", result.content
+        assert (tmp_path / f"{run}.txt").read_text() == run
+    assert shared.audit is None and shared.approvals is None  # never filled in
+    for run in ("first", "second"):
+        reader = Store.read_only(tmp_path / f"{run}.db")
+        try:
+            assert [row.tool for row in reader.audit_rows()] == ["save_note"]
+        finally:
+            reader.close()

@@ -240,3 +240,31 @@ async def test_first_use_pins_a_slow_server_with_its_real_tools(tmp_path: Path) 
         assert set(pinned["weather"]) == {"echo", "forecast"}
         assert all(p["pinned_by"] == "first use" for p in pinned["weather"].values())
         assert not [a for a in alerts(events) if "appeared" in a or "approve" in a]
+
+
+async def test_first_use_pins_each_server_and_says_so_once(tmp_path: Path) -> None:
+    lock = tmp_path / "wakeful.lock.json"
+    configs = [server("weather", "weather.py"), server("mailer", "mailer.py")]
+    async with (
+        tool_services() as (_, events),
+        MCPToolset(configs, emit=events.emit, pins=ToolPins(lock)) as toolset,
+    ):
+        assert set(offered(toolset)) == {"echo", "forecast", "send_email"}
+        pinned = [e for e in events.of_kind(SYSTEM_ALERT) if e.context.get("trust") == "pinned"]
+        by_server = {e.context["mcp_server"]: e for e in pinned}
+        assert len(pinned) == 2 and set(by_server) == {"weather", "mailer"}
+        weather = by_server["weather"]
+        assert weather.context["tools"] == ["echo", "forecast"]
+        assert weather.context["lock_file"] == str(lock)
+        assert "Pinned the 2 tool(s) of MCP server 'weather' on first use" in weather.text
+        assert f"in {str(lock)!r}: echo, forecast." in weather.text
+        assert "send_email" in by_server["mailer"].text
+    assert set(json.loads(lock.read_text())) == {"//", "weather", "mailer"}
+
+    # The next start finds both servers pinned and says nothing about them.
+    async with (
+        tool_services() as (_, events),
+        MCPToolset(configs, emit=events.emit, pins=ToolPins(lock)) as toolset,
+    ):
+        assert set(offered(toolset)) == {"echo", "forecast", "send_email"}
+        assert alerts(events) == []

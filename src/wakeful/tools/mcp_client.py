@@ -49,6 +49,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -61,6 +62,7 @@ from mcp.server.mcpserver import MCPServer
 from ..activity import ActivitySignal
 from ..errors import ConfigError, UserError
 from ..events import SYSTEM_ALERT, Event, Source
+from ..models.base import Model
 from ..safety.mcp_pins import ToolPins, change_summary, definition_diff, definition_sha256
 from ..safety.mcp_trust import (
     TrustFinding,
@@ -70,6 +72,7 @@ from ..safety.mcp_trust import (
 )
 from .mcp_config import MCPServerConfig, in_process_config
 from .mcp_connection import MCPConnection, ServerState
+from .mcp_sampling import MCPSampler, SamplingRecord
 from .spec import Tool, ToolAnnotations, ToolContext, ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -118,7 +121,9 @@ class MCPToolset:
     tool of the same name); `on_tools_changed` is awaited whenever `tools()` changes. Tool names
     that collide, across servers or with `reserved_names` (the runtime's own tools), are
     namespaced as `server.tool`. `in_process` serves `MCPServer` objects of this process over
-    the SDK's in-memory transport (for tests, or Python tools exposed through MCP).
+    the SDK's in-memory transport (for tests, or Python tools exposed through MCP). Servers
+    are offered `workdir` as their roots (unless their config names `roots`); those configured
+    `allow_sampling = true` may run `model` (see :mod:`.mcp_sampling`).
     """
 
     def __init__(
@@ -132,6 +137,8 @@ class MCPToolset:
         in_process: Mapping[str, MCPServer | Server[Any]] | None = None,
         pins: ToolPins | None = None,
         lock_poll_seconds: float = 1.0,
+        model: Model | None = None,
+        workdir: Path | None = None,
     ) -> None:
         self._emit = emit
         self.pins = pins
@@ -153,7 +160,13 @@ class MCPToolset:
                 raise ConfigError(
                     f"Two MCP servers are named {config.name!r}; give each server its own name."
                 )
-            self._connections[config.name] = MCPConnection(config, self, server)
+            self._connections[config.name] = MCPConnection(
+                config,
+                self,
+                server,
+                roots=config.roots or _default_roots(config, workdir),
+                sampler=_sampler(config, model),
+            )
         self._tools: list[tuple[MCPConnection, Tool]] = []
         self.collisions: dict[str, list[str]] = {}
         # Notified after every change of tools or server state, for whoever waits on one.
@@ -217,6 +230,19 @@ class MCPToolset:
             )
             for c in self._connections.values()
         ]
+
+    def definitions(self) -> dict[str, list[dict[str, Any]]]:
+        """Each third-party server's last listing in MCP's wire form, as pins and scanners read
+        it (servers that have not listed yet are left out)."""
+        return {
+            c.name: [_wire(t) for t in c.listing]
+            for c in self._connections.values()
+            if c.server_object is None and c.has_listed
+        }
+
+    def sampling_records(self) -> list[SamplingRecord]:
+        """Every sampling request of every server in this run, and how it ended."""
+        return [r for c in self._connections.values() if c.sampler for r in c.sampler.records]
 
     def disabled(self) -> list[DisabledTool]:
         """Every tool a server lists that is not offered, with the reason."""
@@ -370,7 +396,7 @@ class MCPToolset:
         mode = connection.config.pin_mode or pins.default_mode
         if not pins.has_server(server) and mode == "first_use":
             pins.pin_first_use(server, definitions)
-            log.info("Pinned the %d tools of MCP server %r on first use", len(definitions), server)
+            alerts.append(_first_use_alert(server, definitions, pins))
             return True
         wrote = False
         for definition in definitions:
@@ -522,6 +548,44 @@ class _Alert:
     server: str
     text: str
     context: dict[str, Any] = field(default_factory=dict)
+
+
+def _first_use_alert(server: str, definitions: list[dict[str, Any]], pins: ToolPins) -> _Alert:
+    """The operator's one notice that a server's tools were pinned as they are (trust on first
+    use); `alert` also logs it. Later starts find the server pinned and say nothing."""
+    names = sorted(str(d["name"]) for d in definitions)
+    where = repr(str(pins.path)) if pins.path is not None else "memory"
+    return _Alert(
+        (server, "", "first_use", ",".join(names)),
+        server,
+        f"Pinned the {len(names)} tool(s) of MCP server {server!r} on first use in {where}: "
+        f"{', '.join(names) or 'none'}. From now on a tool of it that changes or is added is "
+        "disabled until the operator reviews and re-pins it (`wakeful mcp list` shows each "
+        "tool's state).",
+        {
+            "trust": "pinned",
+            "tools": names,
+            "lock_file": None if pins.path is None else str(pins.path),
+        },
+    )
+
+
+def _default_roots(config: MCPServerConfig, workdir: Path | None) -> list[Path]:
+    """The workdir, for a server on this machine; a remote server (a url) cannot reach this
+    machine's files, so it is not told their paths unless its config names roots."""
+    return [workdir] if workdir is not None and config.url is None else []
+
+
+def _sampler(config: MCPServerConfig, model: Model | None) -> MCPSampler | None:
+    """What answers the server's sampling requests: only with the operator's consent."""
+    if not config.allow_sampling:
+        return None
+    if model is None:
+        raise ConfigError(
+            f"MCP server {config.name!r} sets allow_sampling = true, but this toolset has no "
+            "model to sample with; pass model= to MCPToolset, or turn allow_sampling off."
+        )
+    return MCPSampler(config.name, model, config.sampling_max_tokens_total)
 
 
 def _enabled_again(connection: MCPConnection, tool: str) -> str:

@@ -78,6 +78,15 @@ class MCPServerConfig(BaseModel):
     """How the server's tool definitions are pinned (see wakeful.safety.mcp_pins): "first_use"
     pins what it offers the first time it is seen; "require" offers nothing until
     `wakeful mcp approve NAME`. None: the toolset's default (first use)."""
+    roots: list[Path] = Field(default_factory=list)
+    """The directories the server is told it may work in (MCP roots), each an existing
+    directory. Empty: the runtime's workdir for a command server (a url server is not told
+    this machine's paths), or no roots at all when the runtime has no workdir."""
+    allow_sampling: bool = False
+    """Let the server run the runtime's model for its own requests (MCP sampling). Off by
+    default: a server must not spend the user's model budget without the operator's consent."""
+    sampling_max_tokens_total: int = Field(default=20_000, gt=0)
+    """The most tokens (prompt and answer) the server's sampling requests may use per run."""
 
     @field_validator("name")
     @classmethod
@@ -98,6 +107,17 @@ class MCPServerConfig(BaseModel):
                 'e.g. command = ["uvx", "mcp-server-fetch"]'
             )
         return command
+
+    @field_validator("roots")
+    @classmethod
+    def _check_roots(cls, roots: list[Path]) -> list[Path]:
+        for root in roots:
+            if not root.is_dir():
+                raise ValueError(
+                    f"root {str(root)!r} is not an existing directory: list only directories "
+                    "the server may work in, or leave roots out to offer the runtime's workdir"
+                )
+        return [root.resolve() for root in roots]
 
     @field_validator("url")
     @classmethod

@@ -7,6 +7,11 @@ backoff. A server whose program is missing is reported once and not retried. Cal
 `MCPConnection.call` from the calling tool's task, since the SDK multiplexes requests. A call
 that stops to ask for a person's input (an input-required result, the URL-elicitation-required
 error) ends with advice that fits (:mod:`.mcp_input`), since this client cannot collect it yet.
+
+What the client itself can give, it answers, in the older protocol's server-to-client requests as
+in the 2026-07-28 input-required results: its roots (the configured `roots`, else the runtime's
+workdir; no roots capability when there is neither) and, for a server configured
+`allow_sampling = true` only, a run of the runtime's model (:mod:`.mcp_sampling`).
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, suppress
+from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO, cast
 
 import anyio
@@ -26,7 +32,7 @@ import mcp_types
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, StdioServerParameters
-from mcp.client.session import IncomingMessage
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
@@ -40,6 +46,7 @@ from pydantic import ValidationError
 from .mcp_config import MCPServerConfig
 from .mcp_input import asked_by_error, asked_by_result, needs_input_result
 from .mcp_results import tool_result_from_mcp
+from .mcp_sampling import MCPSampler
 from .mcp_transport import watched
 from .spec import ToolContext, ToolResult
 
@@ -75,8 +82,15 @@ class MCPConnection:
         config: MCPServerConfig,
         owner: ConnectionOwner,
         server: MCPServer | Server[Any] | None,
+        *,
+        roots: Sequence[Path] = (),
+        sampler: MCPSampler | None = None,
     ) -> None:
         self.config = config
+        # What the server is told it may work in (MCP roots); none: no roots capability.
+        self.roots = [_root(path) for path in roots]
+        # Answers its sampling requests; None (not allowed): no sampling capability.
+        self.sampler = sampler
         self.owner = owner
         self.server_object = server
         self.state: ServerState = "connecting"
@@ -178,6 +192,9 @@ class MCPConnection:
                         cache=None,
                         message_handler=self._on_message,
                         client_info=CLIENT_INFO,
+                        # A callback is what declares the capability to the server.
+                        list_roots_callback=self._list_roots if self.roots else None,
+                        sampling_callback=self._sample if self.sampler is not None else None,
                     )
                     await stack.enter_async_context(client)
                     reason = await self._serve(client, ended, connecting)
@@ -309,6 +326,39 @@ class MCPConnection:
             self._relist.set()
         elif isinstance(message, Exception):
             log.debug("MCP server %r transport reported %r", self.name, message)
+
+    async def _list_roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(roots=self.roots)
+
+    async def _sample(
+        self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        return await self._answer_sampling(params, None)
+
+    async def _answer_sampling(
+        self, params: mcp_types.CreateMessageRequestParams, tool: str | None
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        if self.sampler is None:
+            log.warning("MCP server %r asked to sample without allow_sampling", self.name)
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message=(
+                    f"MCP server {self.name!r} may not use the runtime's model (MCP sampling): "
+                    "the operator has to set allow_sampling = true in its configuration"
+                ),
+            )
+        return await self.sampler.answer(params, tool=tool)
+
+    async def _answer_input(
+        self, request: mcp_types.InputRequest, tool: str
+    ) -> mcp_types.InputResponse | mcp_types.ErrorData | None:
+        """This client's answer to what a server asked for during a call (2026-07-28), or None
+        for what it cannot give (a person's input, or roots it does not have)."""
+        if isinstance(request, mcp_types.CreateMessageRequest):
+            return await self._answer_sampling(request.params, tool)
+        if isinstance(request, mcp_types.ListRootsRequest) and self.roots:
+            return mcp_types.ListRootsResult(roots=self.roots)
+        return None
 
     async def _closed_reason(self) -> str:
         # The server's own output stays out of the alert's text (it is third-party text the
@@ -454,8 +504,14 @@ class MCPConnection:
         progress: _CallProgress,
     ) -> mcp_types.CallToolResult | ToolResult:
         """The server's result, or the error to return for a call that failed."""
+
+        async def answer(
+            request: mcp_types.InputRequest,
+        ) -> mcp_types.InputResponse | mcp_types.ErrorData | None:
+            return await self._answer_input(request, tool)
+
         try:
-            result = await _call_tool(client, remote_name, arguments, progress)
+            result = await _call_tool(client, remote_name, arguments, progress, answer)
         except MCPError as exc:
             self._probe_now.set()  # is the server still there? The health check says.
             return self._call_failed(tool, exc)
@@ -467,6 +523,11 @@ class MCPConnection:
             )
         finally:
             progress.finish()
+        if isinstance(result, mcp_types.ErrorData):
+            return ToolResult.error(
+                f"MCP server {self.name!r} asked this client for something during the call to "
+                f"{tool}, and it was refused: {result.message}. Use another tool or approach."
+            )
         if isinstance(result, mcp_types.InputRequiredResult):
             return needs_input_result(self.name, tool, asked_by_result(result))
         return result
@@ -487,14 +548,25 @@ class MCPConnection:
         )
 
 
+AnswerInput = Callable[
+    [mcp_types.InputRequest], Awaitable[mcp_types.InputResponse | mcp_types.ErrorData | None]
+]
+
+
 async def _call_tool(
-    client: Client, name: str, arguments: dict[str, Any], progress: _CallProgress
-) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-    """One tools/call. An input-required result that asks for something (a person's answer, a
-    model run, roots) is handed back rather than answered, since this client has nobody to ask
-    (the SDK's own loop would only refuse it, losing what was asked); one that carries only the
-    server's state asks to be polled, and is."""
+    client: Client,
+    name: str,
+    arguments: dict[str, Any],
+    progress: _CallProgress,
+    answer: AnswerInput,
+) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | mcp_types.ErrorData:
+    """One tools/call. An input-required result is answered and resent when `answer` can give
+    everything it asks for (roots, an allowed model run); one that asks for anything else (a
+    person's answer) is handed back rather than answered, since this client has nobody to ask
+    (the SDK's own loop would only refuse it, losing what was asked); a refusal is returned as
+    its error. One that carries only the server's state asks to be polled, and is."""
     request_state: str | None = None
+    responses: mcp_types.InputResponses | None = None
     delay = _POLL_FIRST_DELAY
     result: mcp_types.CallToolResult | mcp_types.InputRequiredResult | None = None
     for _ in range(_POLL_ROUNDS):
@@ -503,6 +575,7 @@ async def _call_tool(
                 name,
                 arguments,
                 progress_callback=progress,
+                input_responses=responses,
                 request_state=request_state,
                 allow_input_required=True,
             )
@@ -511,11 +584,32 @@ async def _call_tool(
                 raise
             # Our copy of the tool's listing is stale: the SDK's call re-lists it and resends.
             return await client.call_tool(
-                name, arguments, progress_callback=progress, request_state=request_state
+                name,
+                arguments,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=request_state,
             )
-        if not isinstance(result, mcp_types.InputRequiredResult) or result.input_requests:
+        if not isinstance(result, mcp_types.InputRequiredResult):
             return result
-        request_state = result.request_state
+        request_state, responses = result.request_state, None
+        if result.input_requests:
+            answers: mcp_types.InputResponses = {}
+            # Sampling last: what cannot be given (a person's input) must end the call before
+            # a model run is spent on a call that cannot finish anyway.
+            asked = sorted(
+                result.input_requests.items(),
+                key=lambda item: isinstance(item[1], mcp_types.CreateMessageRequest),
+            )
+            for key, request in asked:
+                response = await answer(request)
+                if response is None:
+                    return result
+                if isinstance(response, mcp_types.ErrorData):
+                    return response
+                answers[key] = response
+            responses = answers
+            continue
         await anyio.sleep(delay)
         delay = min(delay * 2, _POLL_MAX_DELAY)
     assert result is not None
@@ -584,6 +678,10 @@ async def _forward_progress(
     with receive:
         async for percent, message in receive:
             await ctx.progress(percent, message)
+
+
+def _root(path: Path) -> mcp_types.Root:
+    return mcp_types.Root.model_validate({"uri": path.resolve().as_uri(), "name": path.name})
 
 
 def _stderr_file() -> TextIO:

@@ -1,11 +1,13 @@
-"""Input a server asks for in the middle of a tool call, which this client cannot collect yet.
+"""Input a server asks for in the middle of a tool call, which this client cannot collect.
 
 Newer MCP servers can stop a call to ask for something only a person, or the client, can give:
 an input-required result (2026-07-28) that embeds elicitation, sampling or roots requests, or the
-URL-elicitation-required error -32042 (2025-11-25: "open this page to sign in"). wakeful has no
-way to put a question to a person during a call yet, so such a call ends with an error that says
-what the server asked for and that calling again with other arguments will not help, instead of
-the advice for a rejected call ("check the arguments and call again"), which invites retries.
+URL-elicitation-required error -32042 (2025-11-25: "open this page to sign in"). The connection
+answers roots and, for servers allowed to, sampling itself (see :mod:`.mcp_sampling`); wakeful
+has no way to put a question to a person during a call yet, so a call that needs one ends with
+an error that says what the server asked for and that calling again with other arguments will
+not help, instead of the advice for a rejected call ("check the arguments and call again"),
+which invites retries.
 """
 
 from __future__ import annotations
