@@ -51,6 +51,17 @@ RUNTIME = textwrap.dedent(
 )
 
 
+def leftover_cgroups(pid: int) -> list[Path]:
+    """The sandbox cgroups the runtime `pid` made that still exist (a walk that tolerates
+    directories vanishing while it looks)."""
+    prefix = f"wakeful-sandbox-{pid}-"
+    found = []
+    for controller in ("pids", "memory", "unified"):
+        for top, dirs, _ in os.walk(Path("/sys/fs/cgroup", controller)):
+            found += [Path(top, d) for d in dirs if d.startswith(prefix)]
+    return found
+
+
 def wait_for(condition: object, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -86,6 +97,8 @@ def test_commands_die_with_a_killed_runtime(backend: str, tmp_path: Path) -> Non
         assert wait_for(lambda: not live_processes_matching(marker), 5), [
             (n, live_processes_matching(n)) for n in names
         ]
+        # The reaper removes the command's cgroups too, once they are empty.
+        assert wait_for(lambda: not leftover_cgroups(runtime.pid), 5), leftover_cgroups(runtime.pid)
     finally:
         if runtime.poll() is None:
             runtime.kill()

@@ -35,7 +35,7 @@ import anyio
 log = logging.getLogger(__name__)
 
 REAPER_SOURCE = r"""
-import os, signal, sys
+import os, signal, sys, time
 for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
     signal.signal(number, signal.SIG_IGN)
 groups, cgroups = set(), set()
@@ -68,6 +68,11 @@ for cgroup in cgroups:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        time.sleep(0.01)
+    try:
+        os.rmdir(cgroup)  # empty now; a cgroup left behind would outlive the runtime
+    except OSError:
+        pass
 """
 
 
