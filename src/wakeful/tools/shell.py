@@ -173,13 +173,17 @@ async def _run(
             timeout=timeout,
             timeout_hint=hint,
         )
-    notes = limit_notes(prepared.limits_hit(), settings)
+    hit = prepared.limits_hit()
+    notes = limit_notes(hit, settings)
     if sandbox.backend == "none":
         notes.append(f"[Sandbox: {sandbox.describe()}]")
     if not notes:
         return result
     content = "\n".join([result.content, *notes])
-    return ToolResult(content, is_error=result.is_error, structured=result.structured)
+    # Past the disk quota is a failure even when the command ended by itself just as it
+    # passed it (faster than a measurement): the next command will be stopped at once.
+    failed = result.is_error or "disk quota" in hit
+    return ToolResult(content, is_error=failed, structured=result.structured)
 
 
 def limit_notes(limits_hit: list[str], settings: SandboxSettings) -> list[str]:
@@ -196,9 +200,10 @@ def limit_notes(limits_hit: list[str], settings: SandboxSettings) -> list[str]:
         )
     if "disk quota" in limits_hit:
         notes.append(
-            f"[Note: the command was stopped: the workspace grew past its disk quota of "
-            f"{settings.disk_quota_mb} MB ([safety.sandbox] disk_quota_mb). Delete files it no "
-            "longer needs (build outputs, downloads) before running more.]"
+            f"[Note: the workspace grew past its disk quota of {settings.disk_quota_mb} MB "
+            "([safety.sandbox] disk_quota_mb): the command was stopped, or ended just as it "
+            "passed it. Delete files it no longer needs (build outputs, downloads): until then "
+            "every command is stopped at once.]"
         )
     return notes
 

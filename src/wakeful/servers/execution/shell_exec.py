@@ -276,7 +276,8 @@ async def _run(
         "limits_hit": limits_hit,
         "sandbox": sandbox.describe(),
     }
-    return ToolResult(content, is_error=outcome.returncode != 0, structured=structured)
+    failed = outcome.returncode != 0 or "disk quota" in limits_hit  # see tools.shell._run
+    return ToolResult(content, is_error=failed, structured=structured)
 
 
 async def _shown_output(
