@@ -173,12 +173,16 @@ async def last_orderly_run(db: Path, tmp_path: Path, seed: int) -> None:
             while any(t.kind == "once" for t in timers.list_timers()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
             # Cancelled, the interval timers leave the store; their final records are these.
-            records = [await timers.cancel_timer(t.id) for t in timers.list_timers()]
+            cancelled = [await timers.cancel_timer(t.id) for t in timers.list_timers()]
             # Every fire stored so far reaches its agent (some may still be being handed on).
             while await store.pending_events() or not rt.is_idle():  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         stored = [s.event for s in await store.recent_events(limit=100_000)]
-        records += await store.timers()
+        # A cancelled timer's removal from the store may still be on its way: one record per
+        # timer, the cancelled one's final record winning.
+        by_id = {r.id: r for r in await store.timers()}
+        by_id.update({r.id: r for r in cancelled})
+        records = list(by_id.values())
         trajectories = {s: await store.load_trajectory(s) for s in await store.sessions()}
 
     fires = [e for e in stored if e.kind == TIMER_TRIGGER]
