@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Final
+from typing import Final, Self
 
 from ..errors import ToolError
 from .paths import refuse_encoded_tricks
@@ -121,8 +121,30 @@ class _Escape(Exception):
     """The walk was sent outside the root: by `..` above it or by a symlink."""
 
 
+class _HoldsDescriptor:
+    """Holds one descriptor, `fd`, until :meth:`close` (or the end of a `with` block)."""
+
+    fd: int
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 @dataclass
-class Opened:
+class Opened(_HoldsDescriptor):
     """A file or directory opened beneath the root, and the path it resolved to."""
 
     fd: int
@@ -151,22 +173,6 @@ class Opened:
         """The rest of the opened file's bytes (all of them, on a descriptor just opened)."""
         with os.fdopen(self.fd, "rb", closefd=False) as file:
             return file.read()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Opened:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 @dataclass
@@ -224,7 +230,7 @@ class Placement:
         self.close()
 
 
-class Root:
+class Root(_HoldsDescriptor):
     """A root directory held open by descriptor; paths given to it never lead out of it.
 
     Open it for one call (it is cheap: one `open`) and close it after, with `with`. The root
@@ -235,22 +241,6 @@ class Root:
         self.path = path.resolve(strict=True)  # FileNotFoundError: the root is gone
         self.fd = os.open(self.path, _DIRECTORY)
         self._text = str(self.path)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Root:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- opening --------------------------------------------------------------------------------
 
