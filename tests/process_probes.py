@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 
@@ -37,3 +38,13 @@ def live_processes_matching(fragment: str) -> list[int]:
         if fragment in cmdline and fields and fields[0] not in ("Z", "X"):
             pids.append(int(entry.name))
     return pids
+
+
+def end_process(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """Kill `proc` if it still runs, reap it, and close the pipes a test opened to it."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from process_probes import live_processes_matching
+from process_probes import end_process, live_processes_matching
 from wakeful.clock import FakeClock
 from wakeful.events import TIMER_TRIGGER, user_input
 from wakeful.messages import (
@@ -97,12 +97,7 @@ def crash_a_runtime_mid_task(tmp_path: Path, db: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        end_process(proc)
         kill_orphans()
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from process_probes import end_process
 from running_timers import running
 from wakeful.clock import FakeClock
 from wakeful.events import TIMER_TRIGGER
@@ -117,12 +118,7 @@ def run_and_kill(
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        end_process(proc)
 
 
 def record_seen(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
