@@ -35,7 +35,7 @@ from urllib.parse import unquote
 from report import Table, header, median, percentile
 from wakeful.safety import beneath
 from wakeful.safety.beneath import Root
-from wakeful.servers.execution.file_targets import (
+from wakeful.toolkits.execution.file_targets import (
     existing_bytes,
     writable_target,
     write_atomically,

@@ -48,8 +48,8 @@ from wakeful.messages import Message, ToolMessage, UserMessage
 from wakeful.models import FunctionModel, Turn, call, say
 from wakeful.models.base import Model, ModelRequest, StreamPart, TextDelta, ToolDefinition
 from wakeful.runtime import Runtime
+from wakeful.toolkits.execution.run_shell import run_shell
 from wakeful.tools.process import group_has_live_members
-from wakeful.tools.shell import run_shell
 
 TARGET_P99_MS = 50.0
 STREAM_PROMPT = "stream a long answer"

@@ -1,7 +1,7 @@
 """MCP tool-call round trip: wakeful's bridge server against a raw MCP SDK server.
 
 Server side: both servers offer one trivial tool (`echo`). The raw one is the SDK's
-`MCPServer` with a decorated function; ours is `wakeful.servers.bridge.build_server` around a
+`MCPServer` with a decorated function; ours is `wakeful.mcp.bridge.build_server` around a
 `@tool`, so every call also goes through wakeful's JSON parsing, schema validation and error
 mapping. Each transport is measured for both in one run: in-memory (the SDK client talks to
 the server object), stdio (a subprocess) and Streamable HTTP (a subprocess on 127.0.0.1). The
@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server import MCPServer
 from pydantic import Field
 
+from mcp import Client
 from report import Table, header, percentile, verdict
 from wakeful.events import Event
-from wakeful.servers.bridge import build_server
+from wakeful.mcp.bridge import build_server
+from wakeful.mcp.client import MCPToolset
 from wakeful.services import Services
-from wakeful.tools.mcp_client import MCPToolset
 from wakeful.tools.spec import ToolContext, tool
 from wakeful.tools.tasks import TaskManager
 

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 
 from wakeful.events import Event
-from wakeful.servers.perception.read_file import read_file
 from wakeful.services import Services
+from wakeful.toolkits.perception.read_file import read_file
 from wakeful.tools.spec import ToolContext
 from wakeful.tools.tasks import TaskManager
 

@@ -17,7 +17,7 @@ from wakeful.messages import Message, ToolMessage, UserMessage, check_trajectory
 from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime
-from wakeful.tools.reply import reply_to_user
+from wakeful.toolkits.comms.reply import reply_to_user
 from wakeful.tools.spec import tool
 
 pytestmark = pytest.mark.anyio

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from wakeful.events import user_input
+from wakeful.mcp.config import MCPServerConfig
 from wakeful.messages import ToolMessage
 from wakeful.models import ScriptedModel, call, say, use
 from wakeful.runtime import Runtime
-from wakeful.tools.mcp_config import MCPServerConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +23,7 @@ async def test_an_agent_reads_a_file_through_the_perception_server(tmp_path: Pat
         command=[
             sys.executable,
             "-m",
-            "wakeful.cli_mcp",
+            "wakeful.cli.mcp",
             "serve",
             "perception",
             "--root",
@@ -48,10 +48,10 @@ async def test_a_poisoned_tool_is_held_back_and_a_call_to_it_says_why(tmp_path: 
     import sys
 
     from wakeful.events import user_input
+    from wakeful.mcp.pins import ToolPins
     from wakeful.messages import ToolMessage
     from wakeful.models import ScriptedModel, call, say, use
     from wakeful.runtime import Runtime
-    from wakeful.safety.mcp_pins import ToolPins
 
     script = Path(__file__).parent / "mcp_servers" / "poisoned.py"
     server = MCPServerConfig(name="calc", command=[sys.executable, str(script)])

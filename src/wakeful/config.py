@@ -21,6 +21,7 @@ from .discovery.session_tools import DiscoverySettings
 from .discovery.skill_tools import SkillsSettings
 from .errors import ConfigError
 from .events import DEFAULT_MAX_EVENT_BYTES
+from .mcp.config import MCPServerConfig
 from .models.base import Model
 from .safety.commands import PolicySettings
 from .safety.gate import CallGate
@@ -28,13 +29,12 @@ from .safety.reviewer import DEFAULT_IRREVERSIBLE_TOOLS
 from .safety.sandbox import SandboxSettings
 from .safety.sidecar import SidecarSettings
 from .safety.verification import VerifyRule
-from .servers.execution.calendar_events import CalendarWriteSettings
-from .servers.execution.diagnostics import DiagnosticsSettings
-from .servers.execution.email import EmailSettings
-from .servers.execution.github import GitHubSettings
-from .servers.execution.interpreter_pool import InterpreterSettings
-from .servers.execution.webhook import WebhookSettings
-from .tools.mcp_config import MCPServerConfig
+from .toolkits.execution.calendar_events import CalendarWriteSettings
+from .toolkits.execution.diagnostics import DiagnosticsSettings
+from .toolkits.execution.email import EmailSettings
+from .toolkits.execution.github import GitHubSettings
+from .toolkits.execution.interpreter_pool import InterpreterSettings
+from .toolkits.execution.webhook import WebhookSettings
 from .tools.shaping import ModelCompressor
 
 DEFAULT_SYSTEM_PROMPT = (

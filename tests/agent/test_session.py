@@ -24,7 +24,7 @@ from wakeful.messages import (
 from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
 from wakeful.models.base import Model, ToolDefinition
 from wakeful.runtime import Runtime
-from wakeful.tools.reply import reply_to_user
+from wakeful.toolkits.comms.reply import reply_to_user
 from wakeful.tools.spec import Tool, ToolAnnotations, ToolContext, tool
 
 pytestmark = pytest.mark.anyio

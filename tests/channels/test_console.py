@@ -26,7 +26,7 @@ from wakeful.messages import ToolMessage
 from wakeful.models import FunctionModel, ScriptedModel, call, say, use
 from wakeful.models.base import Model
 from wakeful.runtime import Runtime
-from wakeful.tools.reply import reply_to_user
+from wakeful.toolkits.comms.reply import reply_to_user
 from wakeful.tools.spec import Tool, ToolContext, tool
 
 pytestmark = pytest.mark.anyio
@@ -248,7 +248,7 @@ async def test_only_this_sessions_messages_are_printed_and_urgent_ones_stand_out
 async def test_a_call_waiting_for_approval_is_listed_and_answered_from_the_console(
     tmp_path: Path,
 ) -> None:
-    from wakeful.tools.shell import run_shell
+    from wakeful.toolkits.execution.run_shell import run_shell
 
     (tmp_path / "src").mkdir()
     console = screen()

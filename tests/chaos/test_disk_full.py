@@ -19,7 +19,7 @@ from wakeful.models import FunctionModel, Turn, call, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime
 from wakeful.store.sqlite import Store
-from wakeful.tools.reply import reply_to_user
+from wakeful.toolkits.comms.reply import reply_to_user
 from wakeful.tools.spec import tool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

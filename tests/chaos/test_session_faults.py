@@ -27,7 +27,7 @@ from wakeful.messages import (
 from wakeful.models import FunctionModel, Turn, call, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime
-from wakeful.tools.reply import reply_to_user
+from wakeful.toolkits.comms.reply import reply_to_user
 from wakeful.tools.spec import ToolAnnotations, tool
 
 pytestmark = pytest.mark.anyio

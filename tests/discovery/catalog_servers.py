@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from wakeful.servers.bridge import BridgeServer, build_server
+from wakeful.mcp.bridge import BridgeServer, build_server
 from wakeful.tools.spec import Tool, ToolSpec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "servers_125.json"

@@ -21,7 +21,7 @@ from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 from typer.testing import CliRunner, Result
 
-from wakeful.cli_tools_search import register
+from wakeful.cli.tools_search import register
 from wakeful.discovery import Catalog, CatalogServer, CatalogTool, OnnxEmbedder, ToolIndex
 from wakeful.discovery.model_cache import model_digest
 from wakeful.discovery.onnx_embeddings import export_onnx, onnx_cache_path

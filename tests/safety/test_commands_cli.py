@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from wakeful.cli_check import register
+from wakeful.cli.check import register
 
 
 @pytest.fixture

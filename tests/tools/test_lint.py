@@ -15,7 +15,7 @@ import typer
 from pydantic import Field
 from typer.testing import CliRunner, Result
 
-from wakeful.cli_tools import BUILTIN_TOOL_SOURCES, tools_app
+from wakeful.cli.tools import BUILTIN_TOOL_SOURCES, tools_app
 from wakeful.errors import UserError
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import core_tools
@@ -317,8 +317,8 @@ def test_lint_json_lists_each_source_with_its_tools() -> None:
 
 
 def test_lint_fails_when_a_built_in_tool_misses_a_part(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wakeful import cli_tools
-    from wakeful.cli_tools import BuiltinToolSource, LintReport
+    from wakeful.cli import tools as cli_tools
+    from wakeful.cli.tools import BuiltinToolSource, LintReport
 
     async def bare_source() -> LintReport:
         return LintReport("bare", [bare.name], lint_tool(bare))

@@ -21,7 +21,7 @@ from rich.markup import escape
 from ..events import user_input, user_interrupt
 from ..messages import AssistantMessage, Message, ToolMessage
 from ..models.base import StreamPart
-from ..runtime import Runtime
+from ..runtime.runtime import Runtime
 
 HELP = (
     "Type a message and press Enter. /stop [reason] interrupts, /tasks lists tasks, "

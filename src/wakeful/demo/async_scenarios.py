@@ -20,7 +20,7 @@ from ..events import user_input, user_interrupt
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..models import FunctionModel, Turn, call, say, use
 from ..models.base import ToolDefinition
-from ..runtime import Runtime
+from ..runtime.runtime import Runtime
 from ..services import Outbox
 
 DEMO_SYSTEM_PROMPT = (

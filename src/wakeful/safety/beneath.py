@@ -20,7 +20,7 @@ That resolved path is what :mod:`.protected` checks and what the tools show.
 
 A write (:meth:`Root.place`) resolves the directory the file goes in and keeps it open; the file
 is then created, replaced and renamed by name *in that descriptor* (see
-:mod:`wakeful.servers.execution.file_targets`), and missing directories are made one at a time
+:mod:`wakeful.toolkits.execution.file_targets`), and missing directories are made one at a time
 with ``mkdirat`` and reopened with ``O_NOFOLLOW``.
 
 Before any of this, :func:`wakeful.safety.paths.refuse_encoded_tricks` refuses NUL bytes and

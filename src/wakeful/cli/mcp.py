@@ -1,0 +1,202 @@
+"""`wakeful mcp …`: run wakeful's MCP servers, over stdio (the default) or Streamable HTTP.
+
+`mcp_app` is a Typer sub-application; the main CLI mounts it as `wakeful mcp`. It also runs on
+its own: `python -m wakeful.cli.mcp serve perception --root .`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import anyio
+import typer
+
+from ..errors import UserError
+from .console import err, fail
+
+if TYPE_CHECKING:
+    from ..mcp.bridge import BridgeServer
+
+mcp_app = typer.Typer(
+    help="Run wakeful's MCP servers for other agents and editors.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+serve_app = typer.Typer(
+    help="Serve one MCP server over stdio (default) or Streamable HTTP.", no_args_is_help=True
+)
+mcp_app.add_typer(serve_app, name="serve")
+
+
+def _register_trust_commands() -> None:
+    from .mcp_list import register as register_list
+    from .mcp_trust import register
+
+    register(mcp_app)
+    register_list(mcp_app)
+
+
+_register_trust_commands()
+
+
+def parse_http_address(value: str | None) -> tuple[str, int] | None:
+    """HOST:PORT as (host, port); a typer.BadParameter (exit 2) for anything else."""
+    if value is None:
+        return None
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise typer.BadParameter(
+            f"{value!r} is not HOST:PORT with a port from 1 to 65535; use e.g. 127.0.0.1:8765."
+        )
+    return host, int(port_text)
+
+
+HttpOption = Annotated[
+    str | None,
+    typer.Option(
+        "--http",
+        metavar="HOST:PORT",
+        help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+    ),
+]
+
+
+@serve_app.command("perception")
+def serve_perception(
+    root: Annotated[
+        Path,
+        typer.Option("--root", help="The directory the file tools may read; nothing outside."),
+    ] = Path("."),
+    http: HttpOption = None,
+) -> None:
+    """The perception tools: files under --root, documents, web, public data, calendars."""
+    address = parse_http_address(http)
+    _check_root(root)
+    try:
+        # Imported here: the perception tools load heavy libraries the rest of the CLI never needs.
+        from ..toolkits.perception.server import perception_server
+
+        server = perception_server(root)
+    except UserError as exc:
+        raise fail(str(exc)) from exc
+    # stdout carries the protocol under stdio; logs go to stderr.
+    _serve(server, address)
+
+
+@serve_app.command("execution")
+def serve_execution(
+    root: Annotated[
+        Path,
+        typer.Option("--root", help="The workspace the tools may change; nothing outside."),
+    ] = Path("."),
+    http: HttpOption = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="wakeful.toml with [safety] and [tools.*] (optional). Without it, "
+            "./wakeful.toml is read only if it lies outside ROOT, where the agent cannot write.",
+        ),
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="SQLite file for idempotency keys, confirmation tokens and the audit log "
+            "(default: ROOT/.wakeful/execution.db).",
+        ),
+    ] = None,
+) -> None:
+    """The execution tools: write/edit files, sandboxed shell and Python, spreadsheets, email,
+    calendar, webhooks, GitHub — every call behind the safety layers of [safety]."""
+    address = parse_http_address(http)
+    _check_root(root)
+    try:
+        from ..config import WakefulConfig, build_gate, load_config, protect_in_sandbox
+        from ..toolkits.execution.server import execution_server
+
+        config_path = config if config is not None else _implicit_config(root)
+        cfg = load_config(config_path) if config_path is not None else WakefulConfig()
+        commands = cfg.safety.commands
+        if commands.workspace is None:
+            commands = commands.model_copy(update={"workspace": root.resolve()})
+        safety = cfg.safety.model_copy(update={"commands": commands})
+        server = execution_server(
+            root,
+            settings=protect_in_sandbox(
+                [*safety.settings(), *cfg.tools.settings()],
+                root,
+                [p for p in (config_path, store) if p is not None],
+            ),
+            store_path=store,
+            gate=build_gate(safety, rules=cfg.agent.system_prompt),
+        )
+    except UserError as exc:
+        raise fail(str(exc)) from exc
+    _serve(server, address)
+
+
+async def serve_stdio(server: BridgeServer) -> None:
+    """Serve one client on this process's stdin and stdout until it disconnects."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(server: BridgeServer, host: str, port: int) -> None:
+    """Serve Streamable HTTP at http://host:port/mcp until interrupted."""
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    err.print(f"Serving {server.name} at http://{host}:{port}/mcp")
+    await uvicorn.Server(config).serve()
+
+
+def _check_root(root: Path) -> None:
+    if not root.exists():
+        raise fail(f"The root {str(root)!r} does not exist. Pass an existing directory to --root.")
+    if not root.is_dir():
+        raise fail(
+            f"The root {str(root)!r} is a file, not a directory. Pass a directory to --root."
+        )
+
+
+IMPLICIT_CONFIG = Path("wakeful.toml")
+
+
+def _implicit_config(root: Path) -> Path | None:
+    """./wakeful.toml, unless it lies inside the root: the agent can write there (a new file
+    the sandbox could not keep read-only), and a configuration it wrote could turn the sandbox
+    off at the next start. Such a file is read only when named with --config."""
+    if not IMPLICIT_CONFIG.is_file():
+        return None
+    if IMPLICIT_CONFIG.resolve().is_relative_to(root.resolve()):
+        err.print(
+            f"Not reading {IMPLICIT_CONFIG.resolve()}: it lies inside the root "
+            f"{root.resolve()}, where the agent could have written it. Pass --config "
+            f"{IMPLICIT_CONFIG} to use it (it is then kept read-only for the agent).",
+            markup=False,
+        )
+        return None
+    return IMPLICIT_CONFIG
+
+
+def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
+    # stdout carries the protocol under stdio; logs go to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if address is None:
+        anyio.run(serve_stdio, server)
+    else:
+        anyio.run(serve_http, server, *address)
+
+
+if __name__ == "__main__":
+    mcp_app()

@@ -1,0 +1,1 @@
+"""User communication: tools that reach the user."""
