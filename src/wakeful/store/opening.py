@@ -24,17 +24,21 @@ from .reader import StoreReader, open_reader
 from .schema import (
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
+    apply_migrations,
     check_not_newer,
+    connect,
+    not_a_store,
     read_only_mode,
     read_schema_version,
 )
-from .writer import WriteSync, open_write_connection
+from .writer import WAL_LIMIT_BYTES, WriteSync
 
 __all__ = [
     "SQLITE_MAGIC",
     "connect_query_only",
     "damage_found",
     "open_store_files",
+    "open_write_connection",
     "quick_check",
 ]
 
@@ -46,6 +50,28 @@ _MAX_PROBLEMS: Final = 20
 # Opening needs a little room (SQLite's -shm index, the lock file); below this, a failure to open
 # is said to be the full disk's, not damage.
 _ROOM_TO_OPEN: Final = 64 * 1024
+
+
+def open_write_connection(path: Path, synchronous: WriteSync) -> sqlite3.Connection:
+    """The write connection to `path`, in WAL mode, with the schema brought up to date."""
+    conn = connect(path, read_only=False)
+    try:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise not_a_store(path, exc) from exc
+        if str(mode).lower() != "wal":
+            raise StoreError(
+                f"The store {path} could not be switched to WAL mode (it stayed in {mode!r}); "
+                "it may be on a network file system. Put it on a local disk."
+            )
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+        apply_migrations(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def open_store_files(

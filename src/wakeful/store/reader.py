@@ -11,13 +11,20 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple, TypeVar
+from typing import Any, Final, TypeVar
 
-from ..channels.timer_schedules import TimerRecord
+from ..core.records import (
+    AuditRow,
+    EventStatus,
+    IdempotencyEntry,
+    StoredConfirmation,
+    StoredEvent,
+    TaskRecord,
+    TimerRecord,
+)
 from ..errors import StoreError, UserError
 from ..events import Event
 from ..messages import Message, message_from_json
-from ..tools.tasks import TaskRecord
 from .schema import MIGRATIONS, check_not_newer, connect, not_a_store, read_schema_version
 
 __all__ = [
@@ -34,61 +41,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-EventStatus = Literal["pending", "consumed"]
-
-
-class StoredEvent(NamedTuple):
-    """An event as stored: its position in arrival order, its status, and the event."""
-
-    rowid: int
-    status: EventStatus
-    event: Event
-
-
-class IdempotencyEntry(NamedTuple):
-    """A stored idempotency key: its claim, and the outcome once the action has finished.
-
-    `state` is 'running' (claimed by the store instance `owner`), 'done' (`result` holds the JSON
-    of the result) or 'failed' (the action raised or was cancelled: its effect is unknown).
-    """
-
-    tool: str
-    key: str
-    arguments_hash: str
-    state: Literal["running", "done", "failed"]
-    owner: str
-    started_at: str
-    finished_at: str | None
-    result: str | None
-    error: str | None
-
-
-class StoredConfirmation(NamedTuple):
-    """A confirmation token as stored; `field_hashes` maps each top-level argument to its hash."""
-
-    token: str
-    tool: str
-    arguments_hash: str
-    field_hashes: dict[str, str]
-    preview: Any
-    issued_at: str
-    expires_at: str
-    state: Literal["issued", "used", "failed"]
-    used_at: str | None
-    error: str | None
-
-
-class AuditRow(NamedTuple):
-    """One audited tool call; `data` holds its arguments, decisions and error excerpt."""
-
-    seq: int
-    ts: str
-    session: str
-    tool: str
-    call_id: str
-    status: str
-    duration_ms: float
-    data: dict[str, Any]
 
 
 def open_reader(path: Path, *, read_only_file: bool) -> StoreReader:

@@ -30,14 +30,13 @@ import anyio.lowlevel
 
 from ..errors import StoreError, StoreFull, UserError
 from .disk_space import disk_full_error, free_bytes, is_disk_full
-from .schema import BUSY_TIMEOUT_MS, apply_migrations, connect, not_a_store
+from .schema import BUSY_TIMEOUT_MS
 
 __all__ = [
     "MAX_BATCH",
     "WAL_LIMIT_BYTES",
     "WriteSync",
     "WriterThread",
-    "open_write_connection",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,28 +51,6 @@ WAL_LIMIT_BYTES: Final = 4 * 1024 * 1024
 # Held writes are retried after this long, doubling up to the maximum, while the disk is full.
 _RETRY_FIRST_S: Final = 0.05
 _RETRY_MAX_S: Final = 2.0
-
-
-def open_write_connection(path: Path, synchronous: WriteSync) -> sqlite3.Connection:
-    """The write connection to `path`, in WAL mode, with the schema brought up to date."""
-    conn = connect(path, read_only=False)
-    try:
-        try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise not_a_store(path, exc) from exc
-        if str(mode).lower() != "wal":
-            raise StoreError(
-                f"The store {path} could not be switched to WAL mode (it stayed in {mode!r}); "
-                "it may be on a network file system. Put it on a local disk."
-            )
-        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
-        apply_migrations(conn, path)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 @dataclass(eq=False)

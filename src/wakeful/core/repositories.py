@@ -1,0 +1,248 @@
+"""The store's interfaces: one repository per group of tables, as :class:`typing.Protocol`s.
+
+The SQLite store (:mod:`wakeful.store`) implements them all on one file, sharing one writer
+thread; another backend (PostgreSQL, for many workers) implements the same methods with the same
+guarantees. Every write method returns once its write is committed, and writes made from one event
+loop are applied in the order they were made. "Kept" writes record work already under way: on a
+full disk they are not refused but held in memory and written, in order, once space returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from ..events import Event
+from ..messages import Message
+from .records import (
+    AuditRow,
+    EventStatus,
+    IdempotencyEntry,
+    StoredConfirmation,
+    StoredEvent,
+    TaskRecord,
+    TimerRecord,
+)
+
+__all__ = [
+    "AuditRepository",
+    "ConfirmationRepository",
+    "EventRepository",
+    "IdempotencyRepository",
+    "Repositories",
+    "TaskRepository",
+    "TimerRepository",
+    "TrajectoryRepository",
+]
+
+
+class EventRepository(Protocol):
+    """Events in arrival order, each pending until its session has consumed it."""
+
+    async def add(self, event: Event, status: EventStatus = "pending") -> int:
+        """Store a new event; return its rowid (its position in arrival order). Refused with
+        StoreFull while space is short (see :meth:`keep` for events about work already done)."""
+        ...
+
+    async def keep(self, event: Event, status: EventStatus = "pending") -> None:
+        """Store an event about work already done (a task's result, an operator alert), as a
+        kept write: never refused for a full disk."""
+        ...
+
+    async def add_many(self, events: Sequence[Event], status: EventStatus = "pending") -> list[int]:
+        """Store several events in one write, all or none; return their rowids in order."""
+        ...
+
+    async def mark(self, ids: Iterable[str], status: str) -> None:
+        """Set the status ('pending' or 'consumed') of the events with these ids (a kept write).
+        Unknown ids are ignored: marking is idempotent."""
+        ...
+
+    async def pending(self, session: str | None = None) -> list[Event]:
+        """Events not yet consumed, in arrival order."""
+        ...
+
+    async def recent(
+        self, limit: int = 50, session: str | None = None, after_rowid: int | None = None
+    ) -> list[StoredEvent]:
+        """Events in arrival order: the last `limit`, or the first `limit` after `after_rowid`."""
+        ...
+
+
+class TrajectoryRepository(Protocol):
+    """Each session's trajectory: its messages in the order they were appended."""
+
+    async def append(self, session: str, messages: Sequence[Message]) -> None:
+        """Append messages to a session's trajectory, all or none (a kept write)."""
+        ...
+
+    async def load(self, session: str) -> list[Message]:
+        """The session's trajectory messages, in the order they were appended."""
+        ...
+
+    async def sessions(self) -> list[str]:
+        """Every session with a trajectory or an event, sorted by name."""
+        ...
+
+    async def sessions_to_resume(self) -> list[str]:
+        """Sessions whose trajectory ends where work was cut off (a tool call without a result,
+        or a message that calls for a model turn), sorted by name."""
+        ...
+
+
+class TaskRepository(Protocol):
+    """The records of tasks, in the order they were first saved."""
+
+    async def save(self, record: TaskRecord) -> None:
+        """Insert or update a task record (a kept write)."""
+        ...
+
+    def save_nowait(self, record: TaskRecord) -> None:
+        """Queue a task save without waiting (for a synchronous caller). Saves are applied in
+        order; a failure is logged. The store's `flush` waits for them."""
+        ...
+
+    def save_stopped_nowait(self, record: TaskRecord, note: Event) -> None:
+        """Queue, as one transaction, the record of a task the runtime's stop cut off and the
+        pending event (`note`) that tells its session at the next start."""
+        ...
+
+    async def find(self, session: str | None = None) -> list[TaskRecord]:
+        """Stored task records (of `session`, or all), in the order they were first saved."""
+        ...
+
+    async def mark_running_lost(self) -> list[TaskRecord]:
+        """Mark every task stored as running as lost, and return those records (at start-up:
+        their results will never come)."""
+        ...
+
+
+class TimerRepository(Protocol):
+    """Timers, and the recording of their fires."""
+
+    async def save(self, record: TimerRecord) -> None:
+        """Insert or update a timer (a kept write)."""
+        ...
+
+    async def save_many(self, records: Sequence[TimerRecord]) -> None:
+        """Insert or update several timers in one transaction (a kept write)."""
+        ...
+
+    async def record_fires(self, fires: Sequence[Event], timers: Sequence[TimerRecord]) -> None:
+        """Store the `timer.trigger` events of due timers (as pending) and the timers' new state
+        in one transaction, so that a crash can neither lose a fire nor repeat one."""
+        ...
+
+    async def delete(self, timer_id: str) -> bool:
+        """Delete a timer; return whether it was stored."""
+        ...
+
+    async def find(
+        self, session: str | None = None, *, active_only: bool = False
+    ) -> list[TimerRecord]:
+        """Stored timers, active ones soonest first, then finished ones."""
+        ...
+
+
+class IdempotencyRepository(Protocol):
+    """Idempotency keys: one claim per (tool, key), then the outcome of its action."""
+
+    async def claim(
+        self, tool: str, key: str, arguments_hash: str, started_at: datetime
+    ) -> IdempotencyEntry | None:
+        """Claim (tool, key) for a run by this store instance; None when claimed now. When the
+        key is already stored, nothing changes and its entry is returned: the check and the
+        claim are one write, so two calls with one key cannot both claim it."""
+        ...
+
+    async def finish(
+        self,
+        tool: str,
+        key: str,
+        finished_at: datetime,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record the outcome of a claimed key: `result` (JSON) when done, else `error`."""
+        ...
+
+    async def release(self, tool: str, key: str) -> None:
+        """Forget a claim whose action did not start, so the key can be used again."""
+        ...
+
+    async def entry(self, tool: str, key: str) -> IdempotencyEntry | None:
+        """The stored entry of (tool, key), if any."""
+        ...
+
+
+class ConfirmationRepository(Protocol):
+    """Confirmation tokens, each used at most once."""
+
+    async def add(self, entry: StoredConfirmation) -> None:
+        """Store a newly issued confirmation token."""
+        ...
+
+    async def use(
+        self,
+        token: str,
+        check: Callable[[StoredConfirmation | None], None],
+        used_at: datetime,
+    ) -> None:
+        """Mark `token` used if `check` (run on the stored token, or None) raises nothing. Check
+        and mark are one write, so a token is used at most once even under concurrency; `check`
+        may run on another thread and must not touch the event loop."""
+        ...
+
+    async def fail(self, token: str, error: str) -> bool:
+        """Record that the action a token confirmed failed; return whether the token is stored."""
+        ...
+
+    async def get(self, token: str) -> StoredConfirmation | None:
+        """The stored token, if any."""
+        ...
+
+
+class AuditRepository(Protocol):
+    """The audit log: one row per audited tool call, in the order they were recorded."""
+
+    def add_nowait(
+        self,
+        *,
+        ts: datetime,
+        session: str,
+        tool: str,
+        call_id: str,
+        status: str,
+        duration_ms: float,
+        data: dict[str, Any],
+    ) -> None:
+        """Queue one audited call without waiting for its commit (a kept write); the store's
+        `flush` waits for it."""
+        ...
+
+    async def rows(
+        self,
+        *,
+        since: datetime | None = None,
+        session: str | None = None,
+        tool: str | None = None,
+        after_seq: int = 0,
+        limit: int = 1000,
+    ) -> list[AuditRow]:
+        """Audited calls in the order they were recorded, the first `limit` after `after_seq`."""
+        ...
+
+
+class Repositories(Protocol):
+    """A whole store: one repository per group of tables, as :class:`wakeful.store.sqlite.Store`
+    exposes them."""
+
+    events: EventRepository
+    trajectories: TrajectoryRepository
+    task_records: TaskRepository
+    timer_records: TimerRepository
+    idempotency_keys: IdempotencyRepository
+    confirmations: ConfirmationRepository
+    audit_log: AuditRepository
