@@ -12,7 +12,6 @@ from .tools.tasks import TaskManager
 
 if TYPE_CHECKING:
     from .channels.timers import TimerService
-    from .safety.gate import CallGate
     from .store.sqlite import Store
 
 Emit = Callable[[Event], Awaitable[object]]
@@ -57,9 +56,6 @@ class Services:
     workdir: Path | None = None
     # Settings of tool families by their class (e.g. the web tools' base URLs); see `settings`.
     settings: dict[type[Any], Any] = field(default_factory=dict)
-    # The safety layers every tool call passes through (sidecar, approvals, reviewer, audit);
-    # None runs calls unchecked (tests of single tools, and embedders who check elsewhere).
-    gate: CallGate | None = None
     # What tool families keep for the life of the runtime or MCP connection (a shell history,
     # running interpreters), by class; see `state_of`. The owner of the services closes it
     # (`close_state`) when it ends.

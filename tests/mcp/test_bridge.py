@@ -143,3 +143,19 @@ async def test_server_info_names_the_wakeful_version() -> None:
     async with Client(SERVER) as client:
         info = client.server_info
     assert info is not None and info.version == metadata.version("wakeful")
+
+
+@tool
+async def split_emoji() -> ToolResult:
+    """Text with half of an emoji's UTF-16 pair, as a tool that decoded bytes badly returns."""
+    return ToolResult("half \ud83d here", structured={"text": "half \ud83d"})
+
+
+@pytest.mark.anyio
+async def test_a_result_with_a_lone_surrogate_still_reaches_the_client() -> None:
+    # No JSON encoder can send a lone surrogate: the reply failed as a whole before.
+    async with Client(build_server("test-surrogates", [split_emoji])) as client:
+        result = await client.call_tool("split_emoji", {})
+    assert result.is_error is False
+    assert _text(result) == "half \ufffd here"
+    assert result.structured_content == {"text": "half \ufffd"}

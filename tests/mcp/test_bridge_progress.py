@@ -13,8 +13,8 @@ import pytest
 
 from loopback_http import serving
 from mcp import Client, StdioServerParameters
-from wakeful.safety.sandbox import SandboxSettings
 from wakeful.mcp import bridge
+from wakeful.safety.sandbox import SandboxSettings
 from wakeful.toolkits.execution.server import execution_server
 
 # A line every 0.2 s for about 2 s, then done.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +28,7 @@ from wakeful.safety.gate import CallGate
 from wakeful.safety.reviewer import Reviewer
 from wakeful.safety.sidecar import ModelSidecar, RuleSidecar, SidecarSettings
 from wakeful.safety.verification import VerifyRule
+from wakeful.services import Outbox
 from wakeful.store.sqlite import Store
 from wakeful.tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 
@@ -427,3 +429,39 @@ async def test_one_gate_serves_two_runtimes_one_after_the_other(tmp_path: Path) 
             assert [row.tool for row in reader.audit_rows()] == ["save_note"]
         finally:
             reader.close()
+
+
+async def test_one_gate_serves_two_runtimes_at_the_same_time(tmp_path: Path) -> None:
+    shared = gate(tmp_path)
+    model = ScriptedModel([use(call("save_note", path="a.txt", content="a")), say("")])
+    other = ScriptedModel([use(call("save_note", path="b.txt", content="b")), say("")])
+    first = runtime(model, tmp_path, shared, store_path=tmp_path / "a.db")
+    second = runtime(other, tmp_path, shared, store_path=tmp_path / "b.db")
+    async with first, second:
+        await first.submit(user_input("save a"))
+        await second.submit(user_input("save b"))
+        await first.wait_idle()
+        await second.wait_idle()
+        assert first.gate is not shared and second.gate is not shared
+        assert first.approvals is not second.approvals
+        for rt in (first, second):
+            (result,) = tool_results(rt)
+            assert result.status == "ok", result.content
+    for name in ("a.db", "b.db"):  # each runtime audited into its own store
+        reader = Store.read_only(tmp_path / name)
+        try:
+            assert [row.tool for row in reader.audit_rows()] == ["save_note"]
+        finally:
+            reader.close()
+
+
+def test_a_gate_cannot_be_changed_once_made(tmp_path: Path) -> None:
+    # What a runtime or an MCP connection adds (approvals, audit log, asker) goes into a copy.
+    the_gate = gate(tmp_path)
+    with pytest.raises(FrozenInstanceError):
+        the_gate.approvals = Approvals(Outbox())  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        the_gate.audit = None  # type: ignore[misc]
+    bound = replace(the_gate, approvals=Approvals(Outbox()))
+    assert bound.approvals is not None and the_gate.approvals is None
+    assert bound.sidecar is the_gate.sidecar

@@ -1,5 +1,6 @@
 """The read-only result cache: a repeated call within the TTL returns the first result without
-running; writes, errors, live state and untrusted servers are never served from it."""
+running; writes, errors, live state and untrusted servers are never served from it. Calls go
+through the tool pipeline, where the cache is a layer (see wakeful.tools.pipeline)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pytest
 from pydantic import Field
 
 from tool_services import tool_services
+from wakeful.core.executor import ToolExecutor
 from wakeful.errors import ToolError, UserError
 from wakeful.messages import ToolCall
 from wakeful.runtime import core_tools
 from wakeful.tools.cache import LIVE_STATE_TOOLS, CachedResult, ResultCache
-from wakeful.tools.registry import ToolRegistry, execute_call
+from wakeful.tools.pipeline import assemble_pipeline
+from wakeful.tools.registry import ToolRegistry
 from wakeful.tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 
 
@@ -67,23 +70,24 @@ def call(name: str, **arguments: Any) -> ToolCall:
     return ToolCall(name=name, arguments=json.dumps(arguments))
 
 
+def pipeline(*tools: Tool, cache: ResultCache | None) -> ToolExecutor:
+    return assemble_pipeline(ToolRegistry(tools), cache=cache)
+
+
 pytestmark = pytest.mark.anyio
 
 
 async def test_a_repeated_read_only_call_returns_the_first_result_without_running() -> None:
     runs, clock = Runs(), Clock()
     cache = ResultCache(ttl_seconds=30, clock=clock)
-    registry = ToolRegistry([runs.read_file, runs.write_file], cache=cache)
+    tools = pipeline(runs.read_file, runs.write_file, cache=cache)
     async with tool_services() as (services, _):
         ctx = ToolContext("main", "call_1", "read_file", services)
-        first = await execute_call(runs.read_file, call("read_file", path="a.txt"), ctx, registry)
+        first = await tools.execute(call("read_file", path="a.txt"), ctx)
         clock.now += 29
         # The same arguments in another order are the same call.
-        again = await execute_call(
-            runs.read_file,
-            ToolCall(name="read_file", arguments='{ "path" : "a.txt" }'),
-            ctx,
-            registry,
+        again = await tools.execute(
+            ToolCall(name="read_file", arguments='{ "path" : "a.txt" }'), ctx
         )
     assert runs.count == 1
     assert isinstance(again, CachedResult) and not isinstance(first, CachedResult)
@@ -98,12 +102,12 @@ async def test_a_repeated_read_only_call_returns_the_first_result_without_runnin
 
 async def test_an_entry_expires_after_the_ttl() -> None:
     runs, clock = Runs(), Clock()
-    registry = ToolRegistry([runs.read_file], cache=ResultCache(ttl_seconds=30, clock=clock))
+    tools = pipeline(runs.read_file, cache=ResultCache(ttl_seconds=30, clock=clock))
     async with tool_services() as (services, _):
         ctx = ToolContext("main", "call_1", "read_file", services)
-        await execute_call(runs.read_file, call("read_file", path="a.txt"), ctx, registry)
+        await tools.execute(call("read_file", path="a.txt"), ctx)
         clock.now += 30
-        result = await execute_call(runs.read_file, call("read_file", path="a.txt"), ctx, registry)
+        result = await tools.execute(call("read_file", path="a.txt"), ctx)
     assert runs.count == 2 and not isinstance(result, CachedResult)
     assert '"run": 2' in result.content
 
@@ -111,29 +115,25 @@ async def test_an_entry_expires_after_the_ttl() -> None:
 async def test_a_call_that_may_write_clears_the_cache() -> None:
     runs = Runs()
     cache = ResultCache(clock=Clock())
-    registry = ToolRegistry([runs.read_file, runs.write_file], cache=cache)
+    tools = pipeline(runs.read_file, runs.write_file, cache=cache)
     async with tool_services() as (services, _):
         ctx = ToolContext("main", "call_1", "read_file", services)
-        await execute_call(runs.read_file, call("read_file", path="a.txt"), ctx, registry)
+        await tools.execute(call("read_file", path="a.txt"), ctx)
         assert len(cache) == 1
-        await execute_call(
-            runs.write_file, call("write_file", path="a.txt", text="beta"), ctx, registry
-        )
+        await tools.execute(call("write_file", path="a.txt", text="beta"), ctx)
         assert len(cache) == 0
-        result = await execute_call(runs.read_file, call("read_file", path="a.txt"), ctx, registry)
+        result = await tools.execute(call("read_file", path="a.txt"), ctx)
     assert runs.count == 2 and '"text": "beta"' in result.content
 
 
 async def test_errors_are_not_cached() -> None:
     runs = Runs()
     cache = ResultCache(clock=Clock())
-    registry = ToolRegistry([runs.read_file], cache=cache)
+    tools = pipeline(runs.read_file, cache=cache)
     async with tool_services() as (services, _):
         ctx = ToolContext("main", "call_1", "read_file", services)
         for _ in range(2):
-            result = await execute_call(
-                runs.read_file, call("read_file", path="b.txt"), ctx, registry
-            )
+            result = await tools.execute(call("read_file", path="b.txt"), ctx)
             assert result.is_error and "There is no file 'b.txt'" in result.content
     assert runs.count == 2 and len(cache) == 0
     assert not cache.put(runs.read_file, {"path": "x"}, ToolResult.error("no"), session="main")
@@ -141,22 +141,22 @@ async def test_errors_are_not_cached() -> None:
 
 async def test_a_tool_that_takes_a_context_is_cached_per_session() -> None:
     runs = Runs()
-    registry = ToolRegistry([runs.whoami], cache=ResultCache(clock=Clock()))
+    tools = pipeline(runs.whoami, cache=ResultCache(clock=Clock()))
     async with tool_services() as (services, _):
         answers = []
         for session in ("alice", "bob", "alice"):
             ctx = ToolContext(session, "call_1", "whoami", services)
-            answers.append((await execute_call(runs.whoami, call("whoami"), ctx, registry)).content)
+            answers.append((await tools.execute(call("whoami"), ctx)).content)
     assert answers == ["alice", "bob", "alice"] and runs.count == 2
 
 
 async def test_without_a_cache_every_call_runs() -> None:
     runs = Runs()
-    registry = ToolRegistry([runs.read_file])
+    tools = pipeline(runs.read_file, cache=None)
     async with tool_services() as (services, _):
         ctx = ToolContext("main", "call_1", "read_file", services)
         for _ in range(2):
-            await execute_call(runs.read_file, call("read_file", path="a.txt"), ctx, registry)
+            await tools.execute(call("read_file", path="a.txt"), ctx)
     assert runs.count == 2
 
 

@@ -3,21 +3,29 @@
 The router sends a light question that needs nothing from the running task ("what time is it?")
 here instead of making it wait. It gets a small trajectory of its own (the system prompt, a
 summary of the main task, the question), the read-only tools only, and a few steps; its calls go
-through the same safety gate (and audit log) as the main session's. The session records the
+through a tool pipeline assembled as the main session's is, with the same safety gate (and audit
+log) and result cache. The session records the
 question and the answer in its main trajectory afterwards, marked as answered in parallel.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+from anyio.abc import TaskGroup
+
+from ..core.executor import CallChecks
 from ..errors import ModelAPIError
 from ..events import Event
 from ..messages import Message, SystemMessage, ToolCall, ToolMessage, UserMessage, image_attachments
 from ..models.base import Model, ModelRequest
 from ..services import Services
-from ..tools.registry import ToolRegistry, execute_call
+from ..tools.cache import ResultCache
+from ..tools.pipeline import assemble_pipeline
+from ..tools.registry import ToolRegistry
 from ..tools.spec import ToolContext, ToolResult
+from .session_config import SessionConfig
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +48,8 @@ async def answer_side_question(
     model: Model,
     registry: ToolRegistry,
     services: Services,
+    gate: CallChecks | None,
+    cache: ResultCache | None,
     system_prompt: str,
     task_summary: str,
     max_steps: int,
@@ -60,6 +70,7 @@ async def answer_side_question(
             )
         ),
     ]
+    tools = assemble_pipeline(side_tools, gate=gate, cache=cache, recent=lambda: messages)
     try:
         for _ in range(max_steps):
             end = await model.complete(
@@ -70,7 +81,8 @@ async def answer_side_question(
                 answer = end.message.content.strip()
                 return answer or "(The side session did not produce an answer.)"
             for call in end.message.tool_calls:
-                result = await _run_side_call(call, side_tools, session, services)
+                ctx = ToolContext(session, call.id, call.name, services)
+                result = await tools.execute(call, ctx)
                 messages.append(result_message(call, result))
     except Exception as exc:  # a provider's error or a model's bug: the main loop answers
         log.warning(
@@ -83,17 +95,55 @@ async def answer_side_question(
     return "(The side session did not produce an answer.)"
 
 
-async def _run_side_call(
-    call: ToolCall, side_tools: ToolRegistry, session: str, services: Services
-) -> ToolResult:
-    """A side session's call: read-only, but through the same gate (and audit log)."""
-    tool = side_tools.get(call.name)
-    ctx = ToolContext(session, call.id, call.name, services)
-    gate = services.gate
-    if gate is None:
-        return await execute_call(tool, call, ctx, side_tools)
+class SideQuestions:
+    """A session's side questions in flight, each answered in a side session of its own; the
+    session hears of each answer (None: the side session failed) through `done`."""
 
-    async def execute(checked: ToolContext) -> ToolResult:
-        return await execute_call(tool, call, checked, side_tools)
+    def __init__(
+        self,
+        session: str,
+        *,
+        model: Model,
+        registry: ToolRegistry,
+        services: Services,
+        gate: CallChecks | None,
+        cache: ResultCache | None,
+        config: SessionConfig,
+        task_summary: Callable[[], str],
+        done: Callable[[Event, str | None], None],
+    ) -> None:
+        self.session = session
+        self.model = model
+        self.registry = registry
+        self.services = services
+        self.gate = gate
+        self.cache = cache
+        self.config = config
+        self._task_summary = task_summary
+        self._done = done
+        self.in_flight = 0
 
-    return await gate.run(tool, call, ctx, execute)
+    def ask(self, tg: TaskGroup, event: Event) -> None:
+        """Answer `event`'s question in `tg`, now, while the main task goes on."""
+        self.in_flight += 1  # counted now, so the session is never idle meanwhile
+        tg.start_soon(self._answer, event, name=f"parallel {event.id}")
+
+    async def _answer(self, event: Event) -> None:
+        try:
+            answer = await answer_side_question(
+                event,
+                session=self.session,
+                model=self.model,
+                registry=self.registry,
+                services=self.services,
+                gate=self.gate,
+                cache=self.cache,
+                system_prompt=self.config.system_prompt,
+                task_summary=self._task_summary(),
+                max_steps=self.config.parallel_max_steps,
+            )
+            if answer is not None:
+                await self.services.outbox.send(self.session, answer, parallel=True)
+            self._done(event, answer)
+        finally:
+            self.in_flight -= 1

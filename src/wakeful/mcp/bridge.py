@@ -3,9 +3,10 @@
 The server is the SDK's low-level `mcp.server.Server`, not `MCPServer`: `MCPServer` derives each
 tool's schema from a Python signature, while our tools already carry a finished JSON schema and
 their own validation. The low-level server takes `on_list_tools`/`on_call_tool` handlers, so the
-schema goes out exactly as `ToolSpec.input_schema` says and every call goes through the same
-`execute_call` the runtime uses: our validation, our error messages, nothing re-validated by the
-SDK. `Client(server)`, stdio and Streamable HTTP all accept this server.
+schema goes out exactly as `ToolSpec.input_schema` says and every call goes through the same tool
+pipeline a session uses (:func:`~wakeful.tools.pipeline.assemble_pipeline`, assembled once per
+connection): our validation, our error messages, nothing re-validated by the SDK.
+`Client(server)`, stdio and Streamable HTTP all accept this server.
 
 Tools that take a context get a real :class:`~wakeful.services.Services`, built per connection in
 the server's lifespan around a task group of its own: every call runs as a task of that group's
@@ -41,13 +42,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..core.executor import ToolExecutor
 from ..errors import UserError
 from ..events import Event
 from ..messages import ToolCall
-from ..safety.gate import ApprovalDeferred, CallGate
+from ..safety.gate import ApprovalDeferred, Asker, CallGate
 from ..safety.verdict import Verdict
 from ..services import Services, close_state, state_of
-from ..tools.registry import ToolRegistry, execute_call
+from ..storable_text import repair_strings, replace_lone_surrogates
+from ..tools.pipeline import assemble_pipeline
+from ..tools.registry import ToolRegistry
 from ..tools.spec import Tool, ToolContext, ToolResult
 from ..tools.tasks import TaskHandle, TaskManager
 
@@ -79,6 +83,18 @@ class ClientConnection:
 def served_over_mcp(services: Services) -> bool:
     """Whether these services are an MCP connection's (where runtime events are dropped)."""
     return isinstance(services.state.get(ClientConnection), ClientConnection)
+
+
+_Request = tuple[ServerRequestContext[Services], types.CallToolRequestParams]
+
+
+@dataclass(frozen=True, slots=True)
+class _ConnectionCalls:
+    """A connection's tool pipeline, and the request of each call in flight by call id (a call
+    the gate asks a person about is put to the user of the client that sent it)."""
+
+    tools: ToolExecutor
+    requests: dict[str, _Request]
 
 
 def build_server(
@@ -138,35 +154,30 @@ def build_server(
                 f"Unknown tool {params.name!r}. This server's tools are: "
                 f"{', '.join(registry.names) or '(none)'}; list them with tools/list.",
             )
-        tool_gate = tool_ctx.services.gate
+        calls: _ConnectionCalls = tool_ctx.services.state[_ConnectionCalls]
         asked: list[_AskInNextRound] = []
 
-        async def execute(checked: ToolContext) -> ToolResult:
-            return await execute_call(found, call, checked, registry)
-
-        async def ask(tool_name: str, summary: str, reasons: tuple[str, ...]) -> Verdict:
-            return await ask_client_user(ctx, params, tool_name, summary, reasons)
-
         async def run(handle: TaskHandle) -> ToolResult:
-            checked = replace(tool_ctx, task=handle)
-            if tool_gate is None:
-                return await execute(checked)
             try:
-                return await tool_gate.run(found, call, checked, execute, ask=ask)
+                return await calls.tools.execute(call, replace(tool_ctx, task=handle))
             except _AskInNextRound as pending:
                 asked.append(pending)
                 return ToolResult.error("A person's approval was asked for in the result.")
 
         # The call runs as an inline task of the connection, so its output lines are recorded
         # (for progress messages) and closing the connection cancels it.
-        handle = tool_ctx.services.tasks.start(
-            session=tool_ctx.session,
-            tool=params.name,
-            run=run,
-            call_id=call_id,
-            description=f"MCP call {params.name}",
-        )
-        result = await wait_reporting_progress(ctx, handle)
+        calls.requests[call_id] = (ctx, params)
+        try:
+            handle = tool_ctx.services.tasks.start(
+                session=tool_ctx.session,
+                tool=params.name,
+                run=run,
+                call_id=call_id,
+                description=f"MCP call {params.name}",
+            )
+            result = await wait_reporting_progress(ctx, handle)
+        finally:
+            del calls.requests[call_id]
         if asked:
             return types.InputRequiredResult(input_requests={APPROVAL_KEY: asked[0].request})
         return call_tool_result(result)
@@ -177,7 +188,13 @@ def build_server(
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(shared.using()) if shared else None
-            connection_gate = _gate_for_connection(gate, store)
+            requests: dict[str, _Request] = {}
+
+            async def ask(call: ToolCall, summary: str, reasons: tuple[str, ...]) -> Verdict:
+                request, params = requests[call.id]
+                return await ask_client_user(request, params, call.name, summary, reasons)
+
+            tools = assemble_pipeline(registry, gate=_gate_for_connection(gate, store, ask))
             tg = await stack.enter_async_context(anyio.create_task_group())
             tasks = TaskManager(tg, _drop_event)
             services = Services(
@@ -186,8 +203,10 @@ def build_server(
                 workdir=workdir,
                 settings={type(value): value for value in settings},
                 store=store,
-                gate=connection_gate,
-                state={ClientConnection: ClientConnection()},
+                state={
+                    ClientConnection: ClientConnection(),
+                    _ConnectionCalls: _ConnectionCalls(tools, requests),
+                },
             )
             try:
                 yield services
@@ -301,13 +320,16 @@ def _wakeful_version() -> str:
         return "unknown"
 
 
-def _gate_for_connection(gate: CallGate | None, store: Store | None) -> CallGate | None:
-    """The server's gate with an audit log on this connection's store (when there is one)."""
-    if gate is None or store is None or gate.audit is not None:
-        return gate
+def _gate_for_connection(gate: CallGate | None, store: Store | None, ask: Asker) -> CallGate | None:
+    """The server's gate for one connection: a person is asked through the client's user, and
+    the audit log is on this connection's store (when there is one and the gate has none)."""
+    if gate is None:
+        return None
+    if store is None or gate.audit is not None:
+        return replace(gate, ask=ask)
     from ..safety.audit import AuditLog
 
-    return replace(gate, audit=AuditLog(store))
+    return replace(gate, ask=ask, audit=AuditLog(store))
 
 
 APPROVAL_SCHEMA: dict[str, Any] = {
@@ -409,17 +431,20 @@ def describe_for_mcp(tool: Tool) -> str:
 def call_tool_result(result: ToolResult) -> types.CallToolResult:
     """Our result as MCP's: the text as is, structured data as structuredContent.
 
-    MCP wants structuredContent to be an object, so other JSON values go under "result".
+    MCP wants structuredContent to be an object, so other JSON values go under "result". Lone
+    UTF-16 surrogates, which no JSON encoder can send, are replaced visibly with U+FFFD (as the
+    store does), so any tool's odd text still reaches the client.
     """
     structured: dict[str, Any] | None
-    if result.structured is None:
+    repaired, _ = repair_strings(result.structured)
+    if repaired is None:
         structured = None
-    elif isinstance(result.structured, dict):
-        structured = result.structured
+    elif isinstance(repaired, dict):
+        structured = repaired
     else:
-        structured = {"result": result.structured}
+        structured = {"result": repaired}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=result.content)],
+        content=[types.TextContent(type="text", text=replace_lone_surrogates(result.content))],
         structured_content=structured,
         is_error=result.is_error,
     )

@@ -8,6 +8,11 @@ model was still streaming) gates the call; repeated denials trip the breaker and
 an "ask" goes to a person; irreversible tools go to the reviewer model unless a person already
 approved them; after a successful run the verification hooks add their findings; every call,
 run or refused, is written to the audit log with the path of decisions it took.
+
+In the tool-call pipeline (:mod:`wakeful.tools.pipeline`) the gate is a layer: `guard` puts it
+around the executor below. A gate is immutable: a runtime (or an MCP connection) that needs to
+add its approvals, audit log or asker makes its own copy with `dataclasses.replace`, so one gate
+can serve any number of runtimes, one after the other or at the same time.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
+from ..core.executor import RecentMessages, ToolExecutor
 from ..events import utc_now
 from ..messages import Message, ToolCall
 from ..tools.spec import Tool, ToolContext, ToolResult, ToolSpec
@@ -36,9 +42,8 @@ if TYPE_CHECKING:
     from .audit import AuditLog
 
 Status = Literal["ok", "error", "denied", "cancelled", "timeout"]
-RecentMessages = Callable[[], Sequence[Message]]
-Asker = Callable[[str, str, tuple[str, ...]], Awaitable[Verdict]]
-"""Asks a person about one call — `(tool, summary, reasons)` → allow or deny — in place of the
+Asker = Callable[[ToolCall, str, tuple[str, ...]], Awaitable[Verdict]]
+"""Asks a person about one call — `(call, summary, reasons)` → allow or deny — in place of the
 gate's approvals (e.g. an MCP server asking its client's user through elicitation)."""
 
 
@@ -51,9 +56,9 @@ def _no_messages() -> Sequence[Message]:
     return ()
 
 
-@dataclass
+@dataclass(frozen=True)
 class CallGate:
-    """The safety stack of one runtime (or one MCP server)."""
+    """The safety stack of one runtime (or one MCP server); immutable once made."""
 
     sidecar: RuleSidecar = field(default_factory=RuleSidecar)
     model_sidecar: ModelSidecar | None = None
@@ -64,7 +69,16 @@ class CallGate:
     audit: AuditLog | None = None
     # How long a person has to answer when the runtime creates the approvals.
     approval_timeout_seconds: float = 900.0
-    _checks: dict[str, SidecarChecks] = field(default_factory=dict, init=False, repr=False)
+    # Who answers an "ask" in place of the approvals (an MCP client's user); None: approvals.
+    ask: Asker | None = None
+    # The sidecar's checks per session, begun as calls stream in; a `replace` copy has none.
+    _checks: dict[str, SidecarChecks] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def guard(self, inner: ToolExecutor, recent: RecentMessages) -> GatedExecutor:
+        """`inner` behind this gate (see :class:`~wakeful.core.executor.CallChecks`)."""
+        return GatedExecutor(self, inner, recent)
 
     def checks(self, session: str) -> SidecarChecks:
         found = self._checks.get(session)
@@ -173,8 +187,9 @@ class CallGate:
     async def _ask_person(
         self, session: str, call: ToolCall, verdict: Verdict, ask: Asker | None
     ) -> Verdict:
+        ask = ask or self.ask
         if ask is not None:
-            answer = await ask(call.name, _summary(call), verdict.reasons)
+            answer = await ask(call, _summary(call), verdict.reasons)
             return Verdict(answer.decision, answer.reasons, "human")
         if self.approvals is None:
             return Verdict(
@@ -223,6 +238,34 @@ class CallGate:
                 error=error,
             )
         )
+
+
+class GatedExecutor:
+    """An executor behind a gate: the sidecar starts on `begin`, and each call is judged, then
+    run by the executor below or refused, and audited either way."""
+
+    def __init__(self, gate: CallGate, wrapped: ToolExecutor, recent: RecentMessages) -> None:
+        self.gate = gate
+        self.wrapped = wrapped
+        self.recent = recent
+
+    def tool_for(self, call: ToolCall) -> Tool | None:
+        return self.wrapped.tool_for(call)
+
+    def begin(self, session: str, call: ToolCall, tg: TaskGroup | None) -> None:
+        tool = self.wrapped.tool_for(call)
+        self.gate.begin(session, call, tool.spec if tool is not None else None, tg)
+        self.wrapped.begin(session, call, tg)
+
+    def discard(self, session: str) -> None:
+        self.gate.discard(session)
+        self.wrapped.discard(session)
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        async def run(checked: ToolContext) -> ToolResult:
+            return await self.wrapped.execute(call, checked)
+
+        return await self.gate.run(self.wrapped.tool_for(call), call, ctx, run, recent=self.recent)
 
 
 def _outside_root(spec: ToolSpec | None, call: ToolCall, ctx: ToolContext) -> Verdict | None:

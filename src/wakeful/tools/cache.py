@@ -33,13 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import UserError
-from .spec import Tool, ToolContext, ToolResult
+from .spec import Tool, ToolResult
 
 __all__ = [
     "LIVE_STATE_TOOLS",
     "CachedResult",
     "ResultCache",
-    "run_through_cache",
 ]
 
 log = logging.getLogger(__name__)
@@ -164,26 +163,6 @@ class ResultCache:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._bytes -= entry.size
-
-
-async def run_through_cache(
-    cache: ResultCache, tool: Tool, arguments: dict[str, Any], ctx: ToolContext
-) -> ToolResult:
-    """Run `tool` unless a fresh cached result answers the call; keep what it returns if it may
-    be cached; clear the cache around any call that may write."""
-    if not tool.spec.annotations.read_only:
-        cache.clear()
-        try:
-            return await tool.run(arguments, ctx)
-        finally:
-            cache.clear()
-    cached = cache.get(tool, arguments, session=ctx.session)
-    if cached is not None:
-        log.debug("tool %s answered from the cache (%.1f s old)", tool.name, cached.age_seconds)
-        return cached
-    result = await tool.run(arguments, ctx)
-    cache.put(tool, arguments, result, session=ctx.session)
-    return result
 
 
 def _canonical_json(value: Any) -> str:

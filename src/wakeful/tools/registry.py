@@ -15,22 +15,18 @@ from collections.abc import Iterable, Iterator
 from ..errors import ToolError, UserError
 from ..messages import ToolCall
 from ..models.base import ToolDefinition
-from .cache import ResultCache, run_through_cache
 from .spec import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 
 
 class ToolRegistry:
-    """Tools by name, in the order they were added (the order the model sees them).
+    """Tools by name, in the order they were added (the order the model sees them). Caching
+    read-only results is a layer of the call path (:mod:`wakeful.tools.pipeline`), not the
+    registry's."""
 
-    With a `cache`, repeated read-only calls within its TTL are answered from it (see
-    :mod:`wakeful.tools.cache`); without one, every call runs.
-    """
-
-    def __init__(self, tools: Iterable[Tool] = (), *, cache: ResultCache | None = None) -> None:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self.cache = cache
         # Tools that exist but are held back, with the error a call to them returns (e.g. an
         # MCP tool whose definition changed since it was pinned).
         self.unavailable: dict[str, str] = {}
@@ -108,8 +104,6 @@ async def execute_call(
         return unknown_tool_result(call.name, registry)
     try:
         arguments = parse_arguments(call)
-        if registry.cache is not None:
-            return await run_through_cache(registry.cache, tool, arguments, ctx)
         return await tool.run(arguments, ctx)
     except ToolError as exc:
         return ToolResult.error(str(exc))
