@@ -155,3 +155,16 @@ async def test_a_runtime_with_shell_tools_and_no_sandbox_says_so_loudly_at_start
         ):
             pass
     assert any("NOT A SANDBOX" in r.getMessage() for r in caplog.records)
+
+
+def test_a_misspelt_keyword_names_runtime_and_the_known_ones() -> None:
+    with pytest.raises(TypeError, match=r"Runtime\(\) got unknown keyword argument\(s\) store_pth"):
+        Runtime(model=ScriptedModel([]), store_pth="agent.db")  # type: ignore[call-arg]
+
+
+def test_settings_round_trip_through_from_settings(tmp_path: Path) -> None:
+    runtime = Runtime(model=ScriptedModel([]), store_path=str(tmp_path / "a.db"), tools=iter([]))
+    assert runtime.settings.store_path == tmp_path / "a.db"
+    assert runtime.settings.tools == ()
+    again = Runtime.from_settings(runtime.settings)
+    assert again.settings == runtime.settings

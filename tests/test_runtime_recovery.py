@@ -455,3 +455,32 @@ def test_a_start_loads_only_the_sessions_that_have_work(tmp_path: Path) -> None:
             assert "again" in request[3].content
 
     anyio.run(scenario)
+
+
+def test_a_start_says_which_sessions_it_asks_the_model_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "wakeful.db"
+
+    async def scenario() -> None:
+        await store_sessions_left_by_a_crash(db)
+        async with Runtime(
+            model=FunctionModel(lambda msgs, tools: say("ok")),
+            store_path=db,
+            workdir=tmp_path,
+            with_core_tools=False,
+            with_timers=False,
+            gate=None,
+        ) as rt:
+            with anyio.fail_after(10):
+                await rt.wait_idle()
+
+    with caplog.at_level("WARNING", logger="wakeful.runtime.recovery"):
+        anyio.run(scenario)
+    said = sorted(
+        r.getMessage().split(":")[0]
+        for r in caplog.records
+        if "asking the model again" in r.getMessage()
+    )
+    # The message that awaited the model and the call cut off mid-run; not the idle sessions.
+    assert said == ["Session asked", "Session cut"]

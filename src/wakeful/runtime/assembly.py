@@ -1,0 +1,122 @@
+"""Building a running runtime's parts from its settings: the store, the services tools use (the
+task manager among them), the idle-eviction countdowns, the timers, and the sandbox check.
+
+Each part is entered on the runtime's exit stack or started in its task group, so the runtime
+leaves them in reverse order; the runtime calls these in the order its start needs (see
+`Runtime._open`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..services import Emit, Outbox, Services
+from ..tools.tasks import TaskManager
+from .idle_eviction import IdleEviction
+from .recovery import record_stopped_task
+
+if TYPE_CHECKING:
+    from ..agent.router import Decision
+    from ..channels.timers import TimerService
+    from ..events import Event
+    from ..store.sqlite import Store
+    from .settings import RuntimeSettings
+
+__all__ = ["check_sandbox", "load_timers", "new_services", "open_store", "start_eviction"]
+
+
+async def open_store(settings: RuntimeSettings, stack: AsyncExitStack) -> Store | None:
+    """The store at `settings.store_path` (None without one), closed when `stack` unwinds, even
+    while cancelled."""
+    if settings.store_path is None:
+        return None
+    from ..store.sqlite import Store
+
+    # Store.open makes the folder itself, with an error that says why it cannot.
+    store = await Store.open(settings.store_path, synchronous=settings.store_synchronous)
+
+    async def close_store() -> None:
+        with anyio.CancelScope(shield=True):
+            await store.close()
+
+    stack.push_async_callback(close_store)
+    return store
+
+
+def new_services(
+    settings: RuntimeSettings,
+    tg: TaskGroup,
+    store: Store | None,
+    *,
+    emit: Emit,
+    submit_task_result: Callable[[Event], Awaitable[Decision]],
+    outbox: Outbox,
+) -> Services:
+    """The services every tool call gets, with a task manager whose tasks run in `tg`, report
+    through `submit_task_result` and, with a store, are saved as they change."""
+    tasks = TaskManager(
+        tg,
+        submit_task_result,
+        on_change=store.save_task_nowait if store is not None else None,
+        on_stopped=partial(record_stopped_task, store) if store is not None else None,
+        progress_interval=settings.progress_interval,
+    )
+    return Services(
+        tasks=tasks,
+        emit=emit,
+        outbox=outbox,
+        store=store,
+        workdir=settings.workdir,
+        settings=settings.settings_by_class(),
+    )
+
+
+async def start_eviction(
+    settings: RuntimeSettings, tg: TaskGroup, store: Store | None, evict: Callable[[str], bool]
+) -> IdleEviction | None:
+    """The countdowns that unload idle sessions through `evict`, running in `tg`; None without
+    a store (an unloaded session's state would be lost) or with eviction off."""
+    if store is None or settings.evict_idle_after_seconds is None:
+        return None
+    eviction = IdleEviction(settings.evict_idle_after_seconds, evict, clock=settings.clock)
+    await tg.start(eviction.run)
+    return eviction
+
+
+async def check_sandbox(settings: RuntimeSettings) -> None:
+    """Fail now, not at the first command, where the sandbox asked for cannot be had, and warn
+    loudly (once) where commands would run unconfined; see `run_shell`."""
+    from ..safety.sandbox import Sandbox
+
+    workspace = settings.workdir or Path.cwd()
+    await anyio.to_thread.run_sync(Sandbox, settings.sandbox_settings(), workspace)  # probes bwrap
+
+
+async def load_timers(
+    settings: RuntimeSettings,
+    store: Store | None,
+    services: Services,
+    hand_over: Callable[[Event], Awaitable[Decision]],
+) -> TimerService | None:
+    """The timer service with every stored timer loaded, not yet firing (None with timers off).
+
+    The service stores each fire itself, with the timer's advance (one transaction), and hands
+    it over stored through `hand_over`. Loaded before recovery, so recovered sessions' timer
+    tools see every timer; the runtime starts firing only after recovery has queued the pending
+    events, so a fire cannot reach a session twice (once fired, once recovered).
+    """
+    if not settings.with_timers:
+        return None
+    from ..channels.timers import TimerService
+
+    timers = TimerService(store, hand_over, clock=settings.clock)
+    services.timers = timers
+    await timers.load()
+    return timers

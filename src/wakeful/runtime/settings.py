@@ -1,0 +1,173 @@
+"""What a runtime is made of, as one value: the model, the tools, the store, the safety layers
+and every other option `Runtime(...)` takes as a keyword argument.
+
+`Runtime(model=m, store_path="agent.db")` and
+`Runtime.from_settings(RuntimeSettings(model=m, store_path=Path("agent.db")))` build the same
+runtime: the keyword arguments (`RuntimeOptions`, as a caller may give them) are the fields of
+`RuntimeSettings`, one for one. The value is never changed by the runtime that uses it: what a
+runtime derives from it (the system prompt with the skills' index, the gate completed with an
+audit log) is its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+
+if TYPE_CHECKING:
+    from ..agent.router import Router
+    from ..agent.session import SessionConfig, SessionObserver
+    from ..clock import Clock
+    from ..discovery.session_tools import DiscoverySettings
+    from ..discovery.skill_tools import SkillsSettings
+    from ..mcp.config import MCPServerConfig
+    from ..mcp.pins import ToolPins
+    from ..models.base import Model
+    from ..safety.commands import PolicySettings
+    from ..safety.gate import CallGate
+    from ..safety.sandbox import SandboxSettings
+    from ..services import Outbox
+    from ..tools.cache import ResultCache
+    from ..tools.spec import Tool
+
+__all__ = ["RuntimeOptions", "RuntimeSettings"]
+
+
+class RuntimeOptions(TypedDict, total=False):
+    """`Runtime`'s keyword arguments besides `model`, in the types a caller may give them; see
+    `RuntimeSettings` for what each does and its default."""
+
+    tools: Iterable[Tool]
+    with_core_tools: bool
+    store_path: str | Path | None
+    store_synchronous: Literal["full", "normal"]
+    session_config: SessionConfig | None
+    router: Router | None
+    parallel_model: Model | None
+    observer: SessionObserver | None
+    outbox: Outbox | None
+    clock: Clock | None
+    with_timers: bool
+    workdir: str | Path | None
+    progress_interval: float | None
+    result_cache: ResultCache | Literal["default"] | None
+    mcp_servers: Iterable[MCPServerConfig]
+    gate: CallGate | Literal["default"] | None
+    settings: Sequence[object]
+    discovery: DiscoverySettings | None
+    mcp_in_process: Mapping[str, Any] | None
+    skills: SkillsSettings | None
+    mcp_pins: ToolPins | None
+    evict_idle_after_seconds: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeSettings:
+    """Every option of a runtime; the fields are `Runtime`'s keyword arguments, one for one."""
+
+    model: Model
+    # The caller's tools, offered after the core tools (unless `with_core_tools` is False).
+    tools: tuple[Tool, ...] = ()
+    with_core_tools: bool = True
+    # The SQLite file of events, trajectories, tasks and timers; None keeps everything in memory.
+    store_path: Path | None = None
+    # "normal": a commit survives the runtime crashing (kill -9), not the machine losing power;
+    # "full" fsyncs every commit and survives both, at a cost in throughput.
+    store_synchronous: Literal["full", "normal"] = "normal"
+    # None: the defaults (a fresh one for each runtime, where an object is created).
+    session_config: SessionConfig | None = None
+    router: Router | None = None
+    parallel_model: Model | None = None
+    observer: SessionObserver | None = None
+    outbox: Outbox | None = None
+    clock: Clock | None = None
+    with_timers: bool = True
+    # Where shell commands run unless a call names another directory.
+    workdir: Path | None = None
+    progress_interval: float | None = 2.0
+    # Results of read-only calls, reused within a TTL; writes clear it. None turns it off.
+    result_cache: ResultCache | Literal["default"] | None = "default"
+    mcp_servers: tuple[MCPServerConfig, ...] = ()
+    # The safety layers around every call (see wakeful.safety.gate); "default" is the
+    # rule-based sidecar with the command policy, the breaker, approvals through the outbox
+    # and, with a store, the audit log. None runs every call unchecked.
+    gate: CallGate | Literal["default"] | None = "default"
+    # Settings objects of tool families and safety layers, found by class (settings_of).
+    settings: tuple[object, ...] = ()
+    # With discovery on, only the core tools (and those named in `discovery.core`) are in the
+    # prompt; every other tool is found with discover_tools and called with call_tool.
+    discovery: DiscoverySettings | None = None
+    # MCP servers of this process (low-level `Server` or `MCPServer` objects), by name, reached
+    # over the SDK's in-memory transport: for tests and Python tools served by MCP.
+    mcp_in_process: Mapping[str, Any] = field(default_factory=dict)
+    # Skills: their names and descriptions go into the system prompt, their bodies are read
+    # with load_skill (a core tool, so it stays in the prompt with discovery on too).
+    skills: SkillsSettings | None = None
+    # The lock file of pinned MCP tool definitions (see wakeful.mcp.pins); None: off.
+    mcp_pins: ToolPins | None = None
+    # With a store, a session idle this long (measured on `clock`) is unloaded and reloaded
+    # from the store on its next event. Without a store nothing is unloaded (its state would
+    # be lost); None keeps every session loaded for the runtime's life.
+    evict_idle_after_seconds: float | None = 300.0
+
+    @classmethod
+    def of(cls, model: Model, **options: Unpack[RuntimeOptions]) -> RuntimeSettings:
+        """The settings from `Runtime`'s keyword arguments: paths made `Path`s, and iterables
+        and mappings copied (a caller's generator is read once, a later change to its list is
+        not seen)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"Runtime() got unknown keyword argument(s) {', '.join(unknown)}; "
+                f"the known ones are: {', '.join(sorted(known - {'model'}))}"
+            )
+        given: dict[str, Any] = {**options}
+        if (store_path := options.get("store_path")) is not None:
+            given["store_path"] = Path(store_path)
+        if (workdir := options.get("workdir")) is not None:
+            given["workdir"] = Path(workdir)
+        if "tools" in options:
+            given["tools"] = tuple(options["tools"])
+        if "mcp_servers" in options:
+            given["mcp_servers"] = tuple(options["mcp_servers"])
+        if "settings" in options:
+            given["settings"] = tuple(options["settings"])
+        given["mcp_in_process"] = dict(options.get("mcp_in_process") or {})
+        return cls(model=model, **given)
+
+    @property
+    def enabled_discovery(self) -> DiscoverySettings | None:
+        """The discovery settings when discovery is on, else None."""
+        discovery = self.discovery
+        return discovery if discovery is not None and discovery.enabled else None
+
+    @property
+    def uses_mcp(self) -> bool:
+        """Whether any MCP server, over a transport or in this process, is configured."""
+        return bool(self.mcp_servers or self.mcp_in_process)
+
+    def policy_settings(self) -> PolicySettings:
+        """The command policy's settings, with the runtime's workdir as its workspace unless
+        the settings name one (a shell tool's writes there need no approval)."""
+        from ..safety.commands import PolicySettings
+
+        given = next((s for s in self.settings if isinstance(s, PolicySettings)), None)
+        settings = given or PolicySettings()
+        if settings.workspace is None and self.workdir is not None:
+            settings = settings.model_copy(update={"workspace": self.workdir.resolve()})
+        return settings
+
+    def sandbox_settings(self) -> SandboxSettings:
+        """The sandbox's settings among `settings`, or its defaults."""
+        from ..safety.sandbox import SandboxSettings
+
+        return next((s for s in self.settings if isinstance(s, SandboxSettings)), SandboxSettings())
+
+    def settings_by_class(self) -> dict[type[Any], Any]:
+        """The settings objects tools find by class (`Services.settings`): those given, the
+        skills' and the command policy's, the later winning where two share a class."""
+        skills = [self.skills] if self.skills is not None else []
+        return {type(s): s for s in [*self.settings, *skills, self.policy_settings()]}
