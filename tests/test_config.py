@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wakeful.config import DEFAULT_CONFIG_TOML, WakefulConfig, build_model, load_config
+from wakeful.config import DEFAULT_CONFIG_TOML, WakefulConfig, build_gate, build_model, load_config
 from wakeful.errors import ConfigError
 
 
@@ -75,6 +75,19 @@ def test_a_missing_api_key_names_the_variable(
         build_model(config.model)
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_rejected_key_is_blamed_on_the_configured_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    config = load_config(
+        write(tmp_path, f"[model]\nprovider = '{provider}'\nname = 'm'\napi_key_env = 'MY_KEY'")
+    )
+    assert config.model is not None
+    # The model's 401 advice names this variable (tests/models check the advice itself).
+    assert build_model(config.model).api_key_env == "MY_KEY"  # type: ignore[attr-defined]
+
+
 def test_local_servers_need_no_key(tmp_path: Path) -> None:
     config = load_config(
         write(tmp_path, "[model]\nname = 'qwen3:4b'\nbase_url = 'http://127.0.0.1:11434/v1'")
@@ -82,6 +95,26 @@ def test_local_servers_need_no_key(tmp_path: Path) -> None:
     assert config.model is not None
     model = build_model(config.model)
     assert type(model).__name__ == "OpenAIChatModel"
+
+
+SIDECAR_MODEL = "[safety.sidecar_model]\nname = 'judge'\nbase_url = 'http://127.0.0.1:9/v1'\n"
+
+
+def test_the_sidecar_model_waits_as_long_as_its_own_section_says(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, SIDECAR_MODEL + "timeout_seconds = 2.5\n"))
+    gate = build_gate(config.safety)
+    assert gate is not None and gate.model_sidecar is not None
+    assert gate.model_sidecar.timeout_seconds == 2.5
+
+
+def test_the_sidecar_model_timeout_is_refused_where_it_was_never_read(tmp_path: Path) -> None:
+    # `[safety.sidecar] model_timeout_seconds` used to be accepted and silently ignored.
+    path = write(tmp_path, "[safety.sidecar]\nmodel_timeout_seconds = 3\n" + SIDECAR_MODEL)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "model_timeout_seconds is not an option of [safety.sidecar]" in message
+    assert "`timeout_seconds` in [safety.sidecar_model]" in message
 
 
 def test_anthropic_models_are_built_from_config(

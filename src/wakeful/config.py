@@ -29,12 +29,14 @@ from .safety.reviewer import DEFAULT_IRREVERSIBLE_TOOLS
 from .safety.sandbox import SandboxSettings
 from .safety.sidecar import SidecarSettings
 from .safety.verification import VerifyRule
-from .toolkits.execution.calendar_events import CalendarWriteSettings
-from .toolkits.execution.diagnostics import DiagnosticsSettings
-from .toolkits.execution.email import EmailSettings
-from .toolkits.execution.github import GitHubSettings
-from .toolkits.execution.interpreter_pool import InterpreterSettings
-from .toolkits.execution.webhook import WebhookSettings
+from .toolkits.execution.settings import (
+    CalendarWriteSettings,
+    DiagnosticsSettings,
+    EmailSettings,
+    GitHubSettings,
+    InterpreterSettings,
+    WebhookSettings,
+)
 from .tools.shaping import ModelCompressor
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -296,6 +298,7 @@ def build_model(config: ModelConfig) -> Model:
             config.name,
             base_url=config.base_url,
             api_key=api_key,
+            api_key_env=config.api_key_env,
             max_tokens=config.max_tokens,
             timeout=config.timeout_seconds,
             max_retries=config.max_retries,
@@ -307,6 +310,7 @@ def build_model(config: ModelConfig) -> Model:
         config.name,
         base_url=config.base_url,
         api_key=api_key or ("not-needed" if config.base_url else None),
+        api_key_env=config.api_key_env,
         timeout=config.timeout_seconds,
         max_retries=config.max_retries,
         vision=config.vision,
@@ -402,7 +406,9 @@ DEFAULT_CONFIG_TOML = """\
 
 [agent]
 # system_prompt = "You are wakeful, ..."   # the built-in prompt; replace it to change the agent
-send_assistant_text = false               # plain assistant text is not sent; reply_to_user is
+send_assistant_text = false               # text written without reply_to_user is not sent;
+                                          #   `wakeful run` still shows it, marked "plain text,
+                                          #   not sent with reply_to_user"; true sends it
 max_model_requests_per_activation = 50    # stop runaway loops and tell the user
 stop_cancels_background = true            # a stop also cancels this session's background tasks
 cancel_grace_seconds = 5.0                # time a cancelled tool gets to clean up

@@ -47,24 +47,6 @@ WEBHOOK_RECEIVED: Final = "webhook.received"
 IM_MESSAGE: Final = "im.message"
 SYSTEM_ALERT: Final = "system.alert"
 
-KNOWN_KINDS: Final = frozenset(
-    {
-        USER_INPUT,
-        USER_INTERRUPT,
-        SUPERVISOR_INSTRUCTION,
-        AGENT_INPUT,
-        AGENT_INTERRUPT,
-        TOOL_RESULT,
-        TOOL_PROGRESS,
-        TIMER_TRIGGER,
-        SHELL_OUTPUT,
-        EMAIL_RECEIVED,
-        WEBHOOK_RECEIVED,
-        IM_MESSAGE,
-        SYSTEM_ALERT,
-    }
-)
-
 SourceType = Literal["user", "contact", "stranger", "system", "agent", "tool", "supervisor"]
 Urgency = Literal["low", "normal", "high", "urgent"]
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -19,19 +21,44 @@ import numpy.typing as npt
 from ..errors import UserError
 from .catalog import CatalogServer, CatalogTool
 from .embeddings import Embedder
-from .fusion import Ranking
-from .hybrid import HybridRanking
 
-if TYPE_CHECKING:
-    from .index import ToolIndex
-
-__all__ = ["FORMAT", "VERSION", "load_index", "save_index"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "SavableIndex",
+    "SavedIndex",
+    "read_index",
+    "save_index",
+]
 
 FORMAT: Final = "wakeful-tool-index"
 VERSION: Final = 1
 
+Vectors = npt.NDArray[np.float32]
 
-def save_index(index: ToolIndex, path: Path) -> None:
+
+class SavableIndex(Protocol):
+    """What saving needs of an index: its catalog and its vectors. A protocol rather than
+    :class:`~.index.ToolIndex` itself, so that this module does not import the index."""
+
+    @property
+    def servers(self) -> Mapping[str, CatalogServer]: ...
+
+    def vectors(self, *, precise: bool = False) -> tuple[Vectors | None, Vectors | None]: ...
+
+
+@dataclass(frozen=True)
+class SavedIndex:
+    """What an index file holds, checked against the embedders that will use it: the catalog,
+    and the vectors of the fast and the precise embedder (None: to be computed again)."""
+
+    servers: list[CatalogServer]
+    server_vectors: Vectors | None
+    tool_vectors: Vectors | None
+    precise: tuple[Vectors, Vectors] | None
+
+
+def save_index(index: SavableIndex, path: Path) -> None:
     server_vectors, tool_vectors = index.vectors()
     header = {
         "format": FORMAT,
@@ -56,15 +83,11 @@ def save_index(index: ToolIndex, path: Path) -> None:
         raise UserError(f"Cannot write the tool index {path}: {exc.strerror}.") from exc
 
 
-def load_index(
-    path: Path,
-    *,
-    embedder: Embedder | None = None,
-    ranking: Ranking | HybridRanking | None = None,
-    precise_embedder: Embedder | None = None,
-) -> ToolIndex:
-    from .index import ToolIndex
-
+def read_index(
+    path: Path, *, embedder: Embedder | None = None, precise_embedder: Embedder | None = None
+) -> SavedIndex:
+    """The contents of an index file written by :func:`save_index`, keeping only the vectors
+    of the embedders given (checked to be theirs); a corrupt or old file raises `UserError`."""
     rebuild = (
         f"Delete {path} and build it again (e.g. `wakeful tools search --catalog CATALOG "
         f"--index {path} ...` rebuilds a missing index)."
@@ -110,9 +133,7 @@ def load_index(
         precise = None
     elif precise is not None:
         _check_fit(path, precise_embedder, *precise, len(servers), tools, rebuild)
-    index = ToolIndex(embedder=embedder, ranking=ranking, precise_embedder=precise_embedder)
-    index.restore(servers, server_vectors, tool_vectors, precise=precise)
-    return index
+    return SavedIndex(servers, server_vectors, tool_vectors, precise)
 
 
 def _check_fit(

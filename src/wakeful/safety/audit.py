@@ -23,6 +23,7 @@ import anyio.to_thread
 
 from ..errors import UserError
 from ..events import SYSTEM_ALERT, Event, Source
+from ..store.events import utc_key
 from ..store.reader import AuditRow, StoreReader
 
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ async def export_jsonl(
     tool: str | None = None,
 ) -> int:
     """Write the audited calls, oldest first, as one JSON object a line; return how many."""
-    since_key = since.astimezone(UTC).isoformat(timespec="microseconds") if since else None
+    since_key = utc_key(since)
     after, written = 0, 0
     while True:
         read = partial(_page, source, since=since, since_key=since_key, session=session, tool=tool)
@@ -361,7 +362,7 @@ def percentile(ordered: Sequence[float], q: float) -> float | None:
 
 def stats(reader: StoreReader, *, since: datetime | None = None) -> list[ToolStats]:
     """Per tool, sorted by name: call counts, error rate and p50/p95 durations since `since`."""
-    since_key = since.astimezone(UTC).isoformat(timespec="microseconds") if since else None
+    since_key = utc_key(since)
     by_tool: dict[str, list[tuple[str, float]]] = {}
     for tool, status, duration_ms in reader.audit_durations(since_key):
         by_tool.setdefault(tool, []).append((status, duration_ms))

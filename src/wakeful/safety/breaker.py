@@ -8,6 +8,7 @@ closes the breaker.
 
 from __future__ import annotations
 
+from ..errors import UserError
 from .verdict import Verdict
 
 
@@ -16,7 +17,10 @@ class DenialBreaker:
 
     def __init__(self, threshold: int = 3) -> None:
         if threshold < 1:
-            raise ValueError(f"threshold must be at least 1, got {threshold}")
+            raise UserError(
+                f"A denial breaker's threshold must be at least 1, got {threshold}; give the "
+                "number of refusals in a row after which a person decides, e.g. 3."
+            )
         self.threshold = threshold
         self._denials: dict[str, int] = {}
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..messages import MAX_ARGUMENT_DEPTH, SystemMessage, ToolCall, UserMessage, json_depth
 from ..models.base import Model, ModelRequest
@@ -79,7 +79,20 @@ class SidecarSettings(BaseModel):
         default_factory=list, description="Tool names or globs never run, e.g. 'delete_*'."
     )
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
-    model_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_timeout_lives_with_the_model(cls, data: Any) -> Any:
+        # This section once had a `model_timeout_seconds` that nothing read; the model stage's
+        # deadline was, and is, its model section's `timeout_seconds` (as for the reviewer).
+        # Refused by name rather than ignored, so a configuration that relied on it says so.
+        if isinstance(data, Mapping) and "model_timeout_seconds" in data:
+            raise ValueError(
+                "model_timeout_seconds is not an option of [safety.sidecar] (it was never "
+                "read): the sidecar model's deadline is `timeout_seconds` in "
+                "[safety.sidecar_model]; move the value there"
+            )
+        return data
 
 
 SIDECAR_PROMPT = """\

@@ -31,7 +31,7 @@ from anyio.streams.file import FileWriteStream
 
 from ..errors import ToolError, UserError
 from .reaper import reaper, start_reaper
-from .spec import ToolResult
+from .result import ToolResult
 
 if TYPE_CHECKING:
     from .tasks import TaskHandle

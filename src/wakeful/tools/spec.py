@@ -9,17 +9,16 @@ model can correct the call.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-from pydantic.fields import FieldInfo
 
 from ..errors import ToolError, UserError
 from ..models.base import ToolDefinition
+from .result import ToolResult as ToolResult
 
 if TYPE_CHECKING:
     from ..services import Services
@@ -59,31 +58,6 @@ class ToolSpec:
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(self.name, self.description, self.input_schema)
-
-
-@dataclass(slots=True)
-class ToolResult:
-    """What a tool returns: text for the model, optional structured data, and whether it failed."""
-
-    content: str
-    is_error: bool = False
-    structured: Any = None
-
-    @classmethod
-    def of(cls, value: Any) -> ToolResult:
-        if isinstance(value, ToolResult):
-            return value
-        if value is None:
-            return cls("done")
-        if isinstance(value, str):
-            return cls(value)
-        if isinstance(value, BaseModel):
-            value = value.model_dump(mode="json")
-        return cls(json.dumps(value, ensure_ascii=False, default=str), structured=value)
-
-    @classmethod
-    def error(cls, message: str) -> ToolResult:
-        return cls(message, is_error=True)
 
 
 @dataclass
@@ -176,11 +150,9 @@ def _build_arguments_model(fn: Callable[..., Any], tool_name: str) -> tuple[type
                 f"Tool {tool_name!r}: *args/**kwargs cannot be described to a model; "
                 "declare each parameter."
             )
+        # A default that is a pydantic `Field(...)` carries the description and constraints.
         default = param.default if param.default is not inspect.Parameter.empty else ...
-        if isinstance(default, FieldInfo):
-            fields[pname] = (annotation, default)
-        else:
-            fields[pname] = (annotation, default)
+        fields[pname] = (annotation, default)
     model = create_model(f"{tool_name}_arguments", __base__=_StrictArgs, **fields)
     return model, takes_context
 

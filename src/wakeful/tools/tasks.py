@@ -22,20 +22,21 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..activity import ActivitySignal
+from ..core.records import TaskRecord as TaskRecord
+from ..core.records import TaskState as TaskState
 from ..events import TOOL_PROGRESS, TOOL_RESULT, Event, Source
 from ..messages import image_attachments
-from .spec import ToolResult
+from .result import ToolResult
 
 log = logging.getLogger(__name__)
 
-TaskState = Literal["running", "completed", "failed", "cancelled", "lost"]
 Emit = Callable[[Event], Awaitable[object]]
 TaskRunner = Callable[["TaskHandle"], Awaitable[ToolResult]]
 
@@ -50,57 +51,6 @@ RUNTIME_STOPPED = "the runtime was stopped"
 
 def new_task_id() -> str:
     return "task_" + uuid.uuid4().hex[:8]
-
-
-@dataclass
-class TaskRecord:
-    """The stored, serialisable view of a task."""
-
-    id: str
-    session: str
-    tool: str
-    call_id: str
-    description: str
-    state: TaskState
-    background: bool
-    started_at: datetime
-    ended_at: datetime | None = None
-    percent: float | None = None
-    result: str | None = None
-    cancel_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "session": self.session,
-            "tool": self.tool,
-            "call_id": self.call_id,
-            "description": self.description,
-            "state": self.state,
-            "background": self.background,
-            "started_at": self.started_at.isoformat(),
-            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
-            "percent": self.percent,
-            "result": self.result,
-            "cancel_reason": self.cancel_reason,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
-        return cls(
-            id=data["id"],
-            session=data["session"],
-            tool=data["tool"],
-            call_id=data["call_id"],
-            description=data["description"],
-            state=data["state"],
-            background=bool(data["background"]),
-            started_at=datetime.fromisoformat(data["started_at"]),
-            ended_at=datetime.fromisoformat(data["ended_at"]) if data.get("ended_at") else None,
-            percent=data.get("percent"),
-            result=data.get("result"),
-            cancel_reason=data.get("cancel_reason"),
-        )
 
 
 @dataclass(eq=False)
@@ -128,13 +78,37 @@ class TaskHandle:
     _done: anyio.Event = field(default_factory=anyio.Event)
     _scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     _subscribers: list[MemoryObjectSendStream[str]] = field(default_factory=list)
-    # True once the task ended and, for background work, its result event was submitted.
-    _settled: bool = False
     _last_progress_event: float = -math.inf
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def cancelled_by_scope(self) -> bool:
+        """Whether :meth:`cancel` stopped the work (its cancel scope caught the cancellation)."""
+        return self._scope.cancelled_caught
+
+    async def run_cancellable(self, run: TaskRunner) -> ToolResult | None:
+        """Run the task's work inside its own cancel scope, so that :meth:`cancel` stops it:
+        its result, an error result for an exception it raised, or None once cancelled."""
+        with self._scope:
+            try:
+                return await run(self)
+            except Exception as exc:
+                log.exception("task %s (%s) raised", self.id, self.tool)
+                return ToolResult.error(f"{self.tool} failed with {type(exc).__name__}: {exc}")
+        return None
+
+    def finish(self, result: ToolResult) -> None:
+        """Record the result and end time, end the output streams and wake whoever waits."""
+        self.result = result
+        self.ended_at = datetime.now(UTC)
+        self.ended_monotonic = time.monotonic()
+        for stream in self._subscribers:
+            stream.close()
+        self._subscribers.clear()
+        self._done.set()
 
     @property
     def runtime_seconds(self) -> float:
@@ -312,29 +286,21 @@ class TaskManager:
             self._on_change(handle.record())
 
     async def _run(self, handle: TaskHandle, run: TaskRunner) -> None:
-        result: ToolResult | None = None
         try:
-            with handle._scope:
-                try:
-                    result = await run(handle)
-                except Exception as exc:
-                    log.exception("task %s (%s) raised", handle.id, handle.tool)
-                    result = ToolResult.error(
-                        f"{handle.tool} failed with {type(exc).__name__}: {exc}"
-                    )
+            result = await handle.run_cancellable(run)
         except anyio.get_cancelled_exc_class():
             # The task's own scope absorbs its own cancel: this one comes from the task group,
             # which is cancelled when the runtime stops. The runner's cleanup (shielded) has
             # stopped its processes by now; record the task before the cancellation goes on.
             self._stopped(handle)
             raise
-        if result is None or handle._scope.cancelled_caught:
+        if result is None or handle.cancelled_by_scope:
             handle.state = "cancelled"
             reason = handle.cancel_reason or "cancelled"
             result = ToolResult.error(f"Task {handle.id} ({handle.tool}) was cancelled: {reason}.")
         else:
             handle.state = "failed" if result.is_error else "completed"
-        self._end(handle, result)
+        handle.finish(result)
         self.changed(handle)
         if handle.background and handle.state != "cancelled":
             context: dict[str, Any] = {
@@ -360,19 +326,8 @@ class TaskManager:
                     session=handle.session,
                 )
             )
-        handle._settled = True
         self._release(handle)
         self.settled.notify()  # after the result event, so waiters see it pending
-
-    def _end(self, handle: TaskHandle, result: ToolResult) -> None:
-        """Record the task's result and end time, and wake whoever waits on it."""
-        handle.result = result
-        handle.ended_at = datetime.now(UTC)
-        handle.ended_monotonic = time.monotonic()
-        for stream in handle._subscribers:
-            stream.close()
-        handle._subscribers.clear()
-        handle._done.set()
 
     def _stopped(self, handle: TaskHandle) -> None:
         """Settle a task cut off by the runtime's stop: cancelled, with `RUNTIME_STOPPED` as
@@ -381,14 +336,13 @@ class TaskManager:
         if handle.cancel_reason is None:
             handle.cancel_reason = RUNTIME_STOPPED
         reason = handle.cancel_reason
-        self._end(
-            handle, ToolResult.error(f"Task {handle.id} ({handle.tool}) was cancelled: {reason}.")
+        handle.finish(
+            ToolResult.error(f"Task {handle.id} ({handle.tool}) was cancelled: {reason}.")
         )
         if handle.background and self._on_stopped is not None:
             self._on_stopped(handle.record())
         else:
             self.changed(handle)
-        handle._settled = True
         self._release(handle)
         self.settled.notify()
 

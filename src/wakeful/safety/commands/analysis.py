@@ -17,17 +17,20 @@ from tree_sitter import Parser
 
 from ..verdict import Decision
 from .lexer import remove_continuations
-from .parse import SimpleCommand, parse_script
+from .parse import Redirect, SimpleCommand, parse_script
 from .places import Places
 from .words import Word
 
-__all__ = ["Analysis", "Finding", "Rule", "quote_command"]
+__all__ = ["Analysis", "Finding", "GroupRedirectRule", "Rule", "quote_command"]
 
 _SHOWN_COMMAND_CHARS: Final = 80
 MAX_DEPTH: Final = 4
 MAX_COMMANDS: Final = 2000
 
 Rule = Callable[[SimpleCommand, "Analysis"], None]
+# Judges a redirect of a whole group or compound statement (`{ …; } > file`): its text, the
+# redirect, the analysis to flag in.
+GroupRedirectRule = Callable[[str, Redirect, "Analysis"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +53,10 @@ def quote_command(text: str) -> str:
 
 
 class Analysis:
-    """The state of one check; `rules` maps a command name to the rules that judge it and
-    `always` holds the rules every command passes through."""
+    """The state of one check; `rules` maps a command name to the rules that judge it,
+    `always` holds the rules every command passes through and `group_redirect` judges the
+    redirects of groups and compound statements. The rules are given, not imported: they are
+    written against this class."""
 
     def __init__(
         self,
@@ -60,12 +65,14 @@ class Analysis:
         rules: dict[str, tuple[Rule, ...]],
         always: tuple[Rule, ...],
         allowed_hosts: tuple[str, ...],
+        group_redirect: GroupRedirectRule,
     ) -> None:
         self.parser = parser
         self.places = places
         self.rules = rules
         self.always = always
         self.allowed_hosts = allowed_hosts
+        self.group_redirect = group_redirect
         self.commands: list[SimpleCommand] = []
         self.findings: list[Finding] = []
         self.roles: dict[int, set[str]] = {}
@@ -144,10 +151,8 @@ class Analysis:
         self.commands.extend(script.commands)
         for command in script.commands:
             self.judge(command)
-        from .rules_files import judge_group_redirect  # the rules import this module
-
         for statement, redirect in script.group_redirects:
-            judge_group_redirect(statement, redirect, self)
+            self.group_redirect(statement, redirect, self)
 
     def judge(self, command: SimpleCommand) -> None:
         """Run the rules for one simple command."""

@@ -27,7 +27,7 @@ from .parse import SimpleCommand, new_parser
 from .places import Places
 from .rules_builtins import BUILTIN_RULES
 from .rules_exec import ALWAYS_RULES, EXEC_RULES
-from .rules_files import FILE_RULES, judge_redirects, judge_secret_reads
+from .rules_files import FILE_RULES, judge_group_redirect, judge_redirects, judge_secret_reads
 from .rules_git import GIT_RULES
 from .rules_network import NETWORK_RULES
 from .rules_project import PROJECT_RULES
@@ -183,7 +183,12 @@ class CommandPolicy:
             tuple(str(d) for d in self.settings.scratch_dirs),
         )
         analysis = Analysis(
-            self._parser, places, _RULES, _ALWAYS, tuple(self.settings.allowed_hosts)
+            self._parser,
+            places,
+            _RULES,
+            _ALWAYS,
+            tuple(self.settings.allowed_hosts),
+            judge_group_redirect,
         )
         analysis.run_script(command, depth=0, origin=None)
         judge_shapes(analysis)

@@ -35,7 +35,8 @@ from typing import Any
 
 import anyio
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+
+from .settings import DiagnosticsSettings
 
 __all__ = [
     "Diagnostic",
@@ -63,29 +64,6 @@ _ESM_IN_COMMONJS = (
     "Unexpected token 'export'",
     "Cannot use 'import.meta' outside a module",
 )
-
-
-class DiagnosticsSettings(BaseModel):
-    """Which programs check a file after it is written, and how long they may take."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    ruff_command: tuple[str, ...] | None = None
-    """The ruff program and its leading arguments; None uses `python -m ruff` when ruff is
-    installed in this Python, else `ruff` on PATH."""
-
-    node_command: str = "node"
-    """The node program for `node --check`, a name on PATH or a path."""
-
-    eslint_command: tuple[str, ...] | None = None
-    """eslint and its leading arguments, e.g. ("npx", "--no-install", "eslint"); None runs no
-    eslint. It is given `--format json --stdin --stdin-filename PATH` and the content on stdin."""
-
-    default_python_rules: tuple[str, ...] = ("E9", "F")
-    """The ruff rules checked when the workspace has no ruff configuration of its own."""
-
-    timeout_seconds: float = Field(default=20.0, gt=0, le=600)
-    """How long one checker may run before it is stopped and the check reported as skipped."""
 
 
 @dataclass(frozen=True, slots=True)

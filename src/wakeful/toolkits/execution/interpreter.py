@@ -33,8 +33,9 @@ from ...safety.sandbox import PreparedCommand, Sandbox, SandboxSettings
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ..perception.workspace import workspace_root
-from .interpreter_pool import CellReply, InterpreterSettings, Launcher, Outcome, pool_of
+from .interpreter_pool import CellReply, Launcher, Outcome, pool_of
 from .long_output import keep_head_and_tail
+from .settings import InterpreterSettings
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",

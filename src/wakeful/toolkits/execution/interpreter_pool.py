@@ -31,7 +31,6 @@ from typing import Any, Literal, Protocol
 import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ToolError
 from ...safety.sandbox import PreparedCommand
@@ -40,27 +39,11 @@ from ...tools.process import stop_process_group
 from ...tools.reaper import reaper, start_reaper
 from . import interpreter_driver
 from .interpreter_driver import IDLE_EXIT_STATUS
+from .settings import InterpreterSettings
 
 START_SECONDS = 60.0  # importing nothing, the driver is ready in ~50 ms; a cold sandbox is slower
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 _STDERR_SHOWN_BYTES = 2000
-
-
-class InterpreterSettings(BaseModel):
-    """Settings of the interpreter tools (see :func:`wakeful.services.settings_of`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    idle_seconds: float = Field(default=1800.0, gt=0)
-    """An interpreter with no call for this long exits, and its variables are lost."""
-    lifetime_cpu_seconds: int = Field(default=3600, ge=1)
-    """CPU seconds one interpreter may use over its whole life (RLIMIT_CPU is cumulative), in
-    place of the sandbox's per-command `cpu_seconds`; each call is bounded by its wall-clock
-    timeout instead. When it is used up the kernel kills the interpreter."""
-    max_output_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    """The most bytes of stdout (and again of stderr) one call keeps, head and tail."""
-    python: Path | None = None
-    """The Python that runs the code (with numpy, pandas, …); default: the one running wakeful."""
 
 
 class Launcher(Protocol):

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from ...errors import ToolError
 from ...events import SHELL_OUTPUT, Event, Source
-from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
+from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from ...tools.tasks import TaskHandle
 from ..tasks import find_task
 
@@ -195,7 +195,3 @@ async def monitor_shell(
         "status": "monitoring",
         "pattern": pattern,
     }
-
-
-SHELL_MONITOR_TOOLS: tuple[Tool, ...] = (monitor_shell,)
-"""`monitor_shell`; also part of :data:`wakeful.toolkits.execution.run_shell.SHELL_TOOLS`."""
