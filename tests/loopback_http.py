@@ -1,12 +1,17 @@
 """HTTP servers on 127.0.0.1 for tests: an ASGI app served by uvicorn in the test's own event
-loop, or a `wakeful mcp serve` command run as a subprocess."""
+loop, or a `wakeful mcp serve` command run as a subprocess.
+
+A fake service is one handler, a function of an `httpx2.Request` that returns an
+`httpx2.Response`: `in_process` answers with it through a mock transport, `serving_handler` over a
+real socket, so the same fake serves both.
+"""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +59,55 @@ async def serving(app: Any, *, lifespan: Literal["on", "off"] = "off") -> AsyncI
                 yield port
             finally:
                 server.should_exit = True
+
+
+Handler = Callable[[httpx2.Request], httpx2.Response]
+
+
+def in_process(handler: Handler, base: str) -> httpx2.MockTransport:
+    """A transport where `handler` answers every request to the host of `base`; a request to any
+    other host fails as an unknown host would, so no test reaches the network by mistake."""
+    host = httpx2.URL(base).host
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.host != host:
+            raise httpx2.ConnectError(f"{request.url.host} is not served in-process (only {host})")
+        return handler(request)
+
+    return httpx2.MockTransport(answer)
+
+
+@asynccontextmanager
+async def serving_handler(handler: Handler) -> AsyncIterator[str]:
+    """Serve `handler` on 127.0.0.1 until the block ends; yields the base URL."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "http", scope["type"]
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        path = scope["raw_path"] or scope["path"].encode()
+        query = b"?" + scope["query_string"] if scope["query_string"] else b""
+        request = httpx2.Request(
+            scope["method"],
+            (b"http://" + dict(scope["headers"])[b"host"] + path + query).decode("ascii"),
+            headers=scope["headers"],
+            content=body,
+        )
+        response = handler(request)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": response.headers.raw,
+            }
+        )
+        await send({"type": "http.response.body", "body": response.content})
+
+    async with serving(app) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @contextmanager

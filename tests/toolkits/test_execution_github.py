@@ -1,4 +1,8 @@
-"""github_create_pull_request against a local server imitating GitHub's pulls endpoints."""
+"""github_create_pull_request against a server imitating GitHub's pulls endpoints.
+
+The server answers in-process through a mock transport; the first test talks to it over a real
+socket on 127.0.0.1, and one test asks a closed port, so the network path stays covered.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +19,9 @@ from tool_services import refused as refused_by
 from wakeful.services import Services
 from wakeful.toolkits.execution.github import (
     GITHUB_TOOLS,
-    GitHubSettings,
     github_create_pull_request,
 )
+from wakeful.toolkits.execution.settings import GitHubSettings
 from wakeful.tools.lint import lint_tool
 
 pytestmark = pytest.mark.anyio
@@ -66,17 +70,18 @@ class FakeGitHub(RecordingHTTP):
 
 
 @pytest.fixture
-async def github(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeGitHub]:
+def github(monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
     monkeypatch.setenv(TOKEN_ENV, "ghp_test")
-    server = FakeGitHub()
-    async with serve_http(server):
-        yield server
+    return FakeGitHub()
+
+
+def settings_for(github: FakeGitHub) -> GitHubSettings:
+    return GitHubSettings(base_url=github.url, token_env=TOKEN_ENV, timeout_seconds=5)
 
 
 @pytest.fixture
 async def services(tmp_path: Path, github: FakeGitHub) -> AsyncIterator[Services]:
-    settings = GitHubSettings(base_url=github.url, token_env=TOKEN_ENV, timeout_seconds=5)
-    async with world_services(tmp_path, settings) as services:
+    async with world_services(tmp_path, settings_for(github), github.settings) as services:
         yield services
 
 
@@ -101,32 +106,34 @@ def test_the_tool_meets_the_description_standard() -> None:
 
 
 async def test_it_queries_then_creates_and_then_finds_the_open_one(
-    services: Services, github: FakeGitHub
+    tmp_path: Path, github: FakeGitHub
 ) -> None:
-    created = await call(services, github_create_pull_request, **PR)
-    assert created.structured["created"] is True
-    assert created.structured["number"] == 1
-    assert created.content.startswith("Opened pull request #1 'Fix cart'")
-    listing, creation = github.seen
-    assert (listing.method, listing.query) == (
-        "GET",
-        {"head": "acme:fix/cart", "base": "main", "state": "open"},
-    )
-    assert listing.headers["authorization"] == "Bearer ghp_test"
-    assert creation.method == "POST"
-    assert json.loads(creation.body) == {
-        "title": "Fix cart",
-        "head": "fix/cart",
-        "base": "main",
-        "body": "Totals “rounded” once. ✓",
-        "draft": False,
-    }
+    """Over a real socket on 127.0.0.1, so the whole network path is covered once."""
+    async with serve_http(github), world_services(tmp_path, settings_for(github)) as services:
+        created = await call(services, github_create_pull_request, **PR)
+        assert created.structured["created"] is True
+        assert created.structured["number"] == 1
+        assert created.content.startswith("Opened pull request #1 'Fix cart'")
+        listing, creation = github.seen
+        assert (listing.method, listing.query) == (
+            "GET",
+            {"head": "acme:fix/cart", "base": "main", "state": "open"},
+        )
+        assert listing.headers["authorization"] == "Bearer ghp_test"
+        assert creation.method == "POST"
+        assert json.loads(creation.body) == {
+            "title": "Fix cart",
+            "head": "fix/cart",
+            "base": "main",
+            "body": "Totals “rounded” once. ✓",
+            "draft": False,
+        }
 
-    again = await call(services, github_create_pull_request, **PR)
-    assert again.structured["created"] is False
-    assert "already open" in again.content and "looked up before creating" in again.content
-    assert [s.method for s in github.seen] == ["GET", "POST", "GET"]
-    assert len(github.open) == 1
+        again = await call(services, github_create_pull_request, **PR)
+        assert again.structured["created"] is False
+        assert "already open" in again.content and "looked up before creating" in again.content
+        assert [s.method for s in github.seen] == ["GET", "POST", "GET"]
+        assert len(github.open) == 1
 
 
 async def test_an_idempotency_key_replays_without_asking_github(

@@ -1,18 +1,22 @@
-"""The public data tools against a real HTTP server on 127.0.0.1 that plays recorded answers."""
+"""The public data tools against a fake of their services that plays recorded answers.
+
+The fake is one handler of `httpx2.Request`s. It answers in-process through a mock transport; one
+test serves it on a real socket of 127.0.0.1 and one asks a closed port, so the network path stays
+covered.
+"""
 
 from __future__ import annotations
 
 import socket
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import pytest
 
+from loopback_http import in_process, serving_handler
 from tool_services import tool_services
 from wakeful.errors import ToolError
 from wakeful.services import Services
@@ -26,6 +30,7 @@ from wakeful.toolkits.perception.public_data import (
     wikipedia_page,
     wikipedia_search,
 )
+from wakeful.tools.http import HttpSettings
 from wakeful.tools.lint import lint_tool
 from wakeful.tools.spec import Tool, ToolContext, ToolResult
 
@@ -36,11 +41,18 @@ Answer = tuple[int, str, bytes]
 
 @dataclass
 class Recorded:
-    """A local server's routes (path → function of the query) and the requests it got."""
+    """A fake service's routes (path → function of the query) and the requests it got."""
 
     routes: dict[str, Callable[[dict[str, str]], Answer]] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, str], dict[str, str]]] = field(default_factory=list)
     base: str = ""
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        query = dict(request.url.params)
+        self.requests.append((request.url.path, query, dict(request.headers)))
+        route = self.routes.get(request.url.path)
+        status, kind, body = route(query) if route else answer(404, '{"message":"nope"}')
+        return httpx2.Response(status, headers={"Content-Type": kind}, content=body)
 
 
 def fixture(name: str, status: int = 200) -> Answer:
@@ -52,41 +64,9 @@ def answer(status: int, body: str, kind: str = "application/json") -> Answer:
     return status, kind, body.encode()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[Recorded]:
-    recorded = Recorded()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            recorded.requests.append((parts.path, query, dict(self.headers)))
-            route = recorded.routes.get(parts.path)
-            status, kind, body = route(query) if route else answer(404, '{"message":"nope"}')
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    recorded.base = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield recorded
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
-
-
 @pytest.fixture
-def recorded(server: Recorded) -> Recorded:
-    server.routes.clear()
-    server.requests.clear()
-    return server
+def recorded() -> Recorded:
+    return Recorded(base="http://public.test")
 
 
 def settings_for(base: str) -> PublicDataSettings:
@@ -106,7 +86,17 @@ def settings_for(base: str) -> PublicDataSettings:
 async def services(recorded: Recorded) -> AsyncIterator[Services]:
     async with tool_services() as (found, _events):
         found.settings[PublicDataSettings] = settings_for(recorded.base)
+        found.settings[HttpSettings] = HttpSettings(in_process(recorded.handle, recorded.base))
         yield found
+
+
+@pytest.fixture
+async def served(services: Services, recorded: Recorded) -> AsyncIterator[Recorded]:
+    """`recorded` on a real socket of 127.0.0.1, and `services` sending to it there."""
+    del services.settings[HttpSettings]
+    async with serving_handler(recorded.handle) as recorded.base:
+        services.settings[PublicDataSettings] = settings_for(recorded.base)
+        yield recorded
 
 
 async def call(services: Services, tool: Tool, **arguments: Any) -> ToolResult:
@@ -156,18 +146,19 @@ def test_defaults_point_at_the_real_services() -> None:
 
 @pytest.mark.anyio
 async def test_get_weather_geocodes_a_city_then_forecasts(
-    services: Services, recorded: Recorded
+    services: Services, served: Recorded
 ) -> None:
-    recorded.routes["/v1/search"] = lambda q: fixture("open_meteo_geocoding_berlin.json")
-    recorded.routes["/v1/forecast"] = lambda q: fixture("open_meteo_forecast_berlin.json")
+    """Over a real socket, so the whole network path is covered once."""
+    served.routes["/v1/search"] = lambda q: fixture("open_meteo_geocoding_berlin.json")
+    served.routes["/v1/forecast"] = lambda q: fixture("open_meteo_forecast_berlin.json")
     result = await call(services, get_weather, city="Berlin, Germany", days=3)
     assert result.content.startswith("Weather for Berlin, Land Berlin, Germany (time zone ")
     assert "Now (2024-05-17T14:00): partly cloudy, 21.4 °C, humidity 48%" in result.content
     assert "2024-05-18: light rain, 13.4–19.8 °C, 4.2 mm (70% chance)" in result.content
     assert result.structured["daily"][2]["conditions"] == "thunderstorm"
-    forecast = recorded.requests[-1][1]
+    forecast = served.requests[-1][1]
     assert forecast["latitude"] == "52.52437" and forecast["forecast_days"] == "3"
-    assert recorded.requests[0][1]["name"] == "Berlin"
+    assert served.requests[0][1]["name"] == "Berlin"
 
 
 @pytest.mark.anyio
@@ -206,7 +197,7 @@ async def test_get_weather_reports_service_errors(services: Services, recorded: 
     assert "Latitude must be in range" in message
     recorded.routes["/v1/forecast"] = lambda q: answer(500, "boom", "text/plain")
     message = await fails(services, get_weather, latitude=1.0, longitude=2.0)
-    assert "HTTP 500" in message and "try again later" in message
+    assert "HTTP 500" in message and "Try again in a minute" in message
     recorded.routes["/v1/forecast"] = lambda q: answer(200, "<html>not json</html>", "text/html")
     assert "not JSON" in await fails(services, get_weather, latitude=1.0, longitude=2.0)
     recorded.routes["/v1/forecast"] = lambda q: answer(200, '{"current": {}}')
@@ -217,14 +208,15 @@ async def test_get_weather_reports_service_errors(services: Services, recorded: 
 
 @pytest.mark.anyio
 async def test_an_unreachable_host_is_named(services: Services) -> None:
+    del services.settings[HttpSettings]  # a real connection to a closed port
     port = closed_port()
     services.settings[PublicDataSettings] = PublicDataSettings(
         open_meteo_forecast_url=f"http://127.0.0.1:{port}/v1/forecast"
     )
     message = await fails(services, get_weather, latitude=1.0, longitude=2.0)
-    assert f"could not reach Open-Meteo at 127.0.0.1:{port}" in message
+    assert f"Could not connect to Open-Meteo at 127.0.0.1:{port}" in message
     services.settings[PublicDataSettings] = PublicDataSettings(stock_quote_url="ftp://x/")
-    assert "could not reach Stooq" in await fails(services, stock_quote, symbol="AAPL")
+    assert "No request can be sent to Stooq" in await fails(services, stock_quote, symbol="AAPL")
 
 
 # --- Wikipedia -----------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""The web tools against a real HTTP server on 127.0.0.1 serving recorded responses.
+"""The web tools against a fake web served on 127.0.0.1 with recorded responses.
 
-Nothing here reaches the internet: SearXNG and Brave are served locally, pages are served
-locally, and ddgs (which only talks to the internet) is tested through its result mapping on a
-recorded sample and through its failure path with a proxy on a closed port.
+Nothing here reaches the internet: pages, SearXNG and Brave are answered by a fake web
+in-process (one test serves it on 127.0.0.1), and ddgs (which only talks to the internet) is
+tested through its result mapping on a recorded sample and through its failure path with a proxy
+on a closed port.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
+import httpx2
 import pytest
 
+from loopback_http import in_process, serving_handler
 from tool_services import tool_services
 from wakeful.errors import ToolError
 from wakeful.services import Services
@@ -33,6 +34,7 @@ from wakeful.toolkits.perception.web import (
     web_search,
 )
 from wakeful.toolkits.perception.web_search_backends import ddgs_page, plain_text
+from wakeful.tools.http import HttpSettings
 from wakeful.tools.lint import lint_tool
 from wakeful.tools.spec import Tool, ToolContext, ToolResult
 
@@ -41,97 +43,63 @@ BRAVE_KEY = "test-brave-key"
 
 
 @dataclass
-class Recorded:
-    """What the local server was asked: one (path, query, headers) per request."""
-
-    requests: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
-
-
-def _handler(recorded: Recorded) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep the test output clean
-
-        def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            query = parse_qs(parts.query)
-            recorded.requests.append((parts.path, query, dict(self.headers.items())))
-            route = parts.path
-            if route == "/article":
-                self._send(
-                    200, "text/html; charset=utf-8", (FIXTURES / "article.html").read_bytes()
-                )
-            elif route == "/empty":
-                self._send(200, "text/html", (FIXTURES / "empty.html").read_bytes())
-            elif route == "/latin1":
-                body = "<html><body><article><p>" + "Déjà vu, garçon. " * 20 + "</p></article>"
-                self._send(200, "text/html; charset=iso-8859-1", body.encode("latin-1"))
-            elif route == "/moved":
-                self._redirect("/article")
-            elif route == "/loop":
-                self._redirect("/loop")
-            elif route == "/missing":
-                self._send(404, "text/html", b"<h1>Not Found</h1>")
-            elif route == "/broken":
-                self._send(500, "text/html", b"<h1>Internal Server Error</h1>")
-            elif route == "/paper.pdf":
-                self._send(200, "application/pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-            elif route == "/data.json":
-                self._send(200, "application/json", b"{}")
-            elif route == "/huge":
-                paragraph = b"<p>" + b"endless text " * 80 + b"</p>\n"
-                self._send(200, "text/html", b"<html><body><article>" + paragraph * 500)
-            elif route == "/search":
-                page = int(query.get("pageno", ["1"])[0])
-                name = f"searxng_page{min(page, 3)}.json"
-                self._send(200, "application/json", (FIXTURES / name).read_bytes())
-            elif route == "/res/v1/web/search":
-                if self.headers.get("X-Subscription-Token") != BRAVE_KEY:
-                    self._send(401, "application/json", b'{"error": "unauthorized"}')
-                else:
-                    self._send(200, "application/json", (FIXTURES / "brave_page.json").read_bytes())
-            elif route == "/not-an-api/search":
-                self._send(200, "text/html", b"<html>SearXNG</html>")
-            elif route == "/odd-api/search":
-                self._send(200, "application/json", b'{"hits": []}')
-            else:
-                self._send(404, "text/plain", b"no such route")
-
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _redirect(self, to: str) -> None:
-            self.send_response(302)
-            self.send_header("Location", to)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    return Handler
-
-
-@dataclass
 class Site:
-    base: str
-    recorded: Recorded
+    """A fake web: pages, redirects, failures and search APIs, and what it was asked.
+
+    One handler of `httpx2.Request`s: it answers in-process through a mock transport, and on a
+    real socket of 127.0.0.1 for the test that covers the network path.
+    """
+
+    base: str = ""
+    requests: list[tuple[str, dict[str, list[str]], httpx2.Headers]] = field(default_factory=list)
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        query = parse_qs(request.url.query.decode())
+        self.requests.append((request.url.path, query, request.headers))
+        route = request.url.path
+        if route == "/article":
+            return page(200, "text/html; charset=utf-8", (FIXTURES / "article.html").read_bytes())
+        if route == "/empty":
+            return page(200, "text/html", (FIXTURES / "empty.html").read_bytes())
+        if route == "/latin1":
+            body = "<html><body><article><p>" + "Déjà vu, garçon. " * 20 + "</p></article>"
+            return page(200, "text/html; charset=iso-8859-1", body.encode("latin-1"))
+        if route in ("/moved", "/loop"):
+            to = "/article" if route == "/moved" else "/loop"
+            return httpx2.Response(302, headers={"Location": to})
+        if route == "/missing":
+            return page(404, "text/html", b"<h1>Not Found</h1>")
+        if route == "/broken":
+            return page(500, "text/html", b"<h1>Internal Server Error</h1>")
+        if route == "/paper.pdf":
+            return page(200, "application/pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+        if route == "/data.json":
+            return page(200, "application/json", b"{}")
+        if route == "/huge":
+            paragraph = b"<p>" + b"endless text " * 80 + b"</p>\n"
+            return page(200, "text/html", b"<html><body><article>" + paragraph * 500)
+        if route == "/search":
+            number = int(query.get("pageno", ["1"])[0])
+            name = f"searxng_page{min(number, 3)}.json"
+            return page(200, "application/json", (FIXTURES / name).read_bytes())
+        if route == "/res/v1/web/search":
+            if request.headers.get("X-Subscription-Token") != BRAVE_KEY:
+                return page(401, "application/json", b'{"error": "unauthorized"}')
+            return page(200, "application/json", (FIXTURES / "brave_page.json").read_bytes())
+        if route == "/not-an-api/search":
+            return page(200, "text/html", b"<html>SearXNG</html>")
+        if route == "/odd-api/search":
+            return page(200, "application/json", b'{"hits": []}')
+        return page(404, "text/plain", b"no such route")
 
 
-@pytest.fixture(scope="module")
-def site() -> Iterator[Site]:
-    recorded = Recorded()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(recorded))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Site(f"http://127.0.0.1:{server.server_address[1]}", recorded)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def page(status: int, content_type: str, body: bytes) -> httpx2.Response:
+    return httpx2.Response(status, headers={"Content-Type": content_type}, content=body)
+
+
+@pytest.fixture
+def site() -> Site:
+    return Site(base="http://web.test")
 
 
 def closed_port() -> int:
@@ -141,10 +109,19 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-async def services() -> AsyncIterator[Services]:
+async def services(site: Site) -> AsyncIterator[Services]:
     async with tool_services() as (services, _events):
         services.settings[WebSettings] = WebSettings(timeout_seconds=5, proxy=None)
+        services.settings[HttpSettings] = HttpSettings(in_process(site.handle, site.base))
         yield services
+
+
+@pytest.fixture
+async def served(services: Services, site: Site) -> AsyncIterator[Site]:
+    """`site` on a real socket of 127.0.0.1, and `services` sending to it there."""
+    del services.settings[HttpSettings]
+    async with serving_handler(site.handle) as site.base:
+        yield site
 
 
 def use(services: Services, **settings: Any) -> None:
@@ -214,12 +191,13 @@ async def test_fetch_url_shows_the_extracted_text_a_window_at_a_time(
 
 @pytest.mark.anyio
 async def test_fetch_url_follows_redirects_and_decodes_the_declared_charset(
-    services: Services, site: Site
+    services: Services, served: Site
 ) -> None:
-    moved = await run(services, fetch_url, url=f"{site.base}/moved")
-    assert moved.structured["final_url"] == f"{site.base}/article"
-    assert f"(redirected from {site.base}/moved)" in moved.content
-    latin = await run(services, fetch_url, url=f"{site.base}/latin1")
+    """Over a real socket, so the whole network path is covered once."""
+    moved = await run(services, fetch_url, url=f"{served.base}/moved")
+    assert moved.structured["final_url"] == f"{served.base}/article"
+    assert f"(redirected from {served.base}/moved)" in moved.content
+    latin = await run(services, fetch_url, url=f"{served.base}/latin1")
     assert "Déjà vu, garçon." in latin.content
 
 
@@ -245,8 +223,8 @@ async def test_fetch_url_cuts_an_oversize_page_and_says_so(services: Services, s
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
-        ("/missing", "answered HTTP 404 (Not Found). The page does not exist"),
-        ("/broken", "answered HTTP 500 (Internal Server Error). The server failed"),
+        ("/missing", "answered HTTP 404 Not Found. The page does not exist"),
+        ("/broken", "answered HTTP 500 Internal Server Error. The server failed"),
         ("/paper.pdf", "is application/pdf, not an HTML page"),
         ("/data.json", "is application/json, not an HTML page"),
         ("/loop", "redirected more than 5 times"),
@@ -263,6 +241,7 @@ async def test_fetch_url_explains_failed_pages(
 
 @pytest.mark.anyio
 async def test_fetch_url_explains_an_unreachable_host(services: Services) -> None:
+    del services.settings[HttpSettings]  # a real connection to a closed port
     message = await fails(services, fetch_url, url=f"http://127.0.0.1:{closed_port()}/")
     assert message.startswith("Could not connect to http://127.0.0.1:")
 
@@ -346,7 +325,7 @@ async def test_searxng_search_pages_with_a_cursor(services: Services, site: Site
         "web_search 'anyio streams' (SearXNG), page 1: 10 results (about 12,300 in all)\n\n"
         "1. Streams & tasks 1\n   https://example.org/streams/1\n"
     )
-    path, query, headers = site.recorded.requests[-1]
+    path, query, headers = site.requests[-1]
     assert path == "/search"
     assert query == {"q": ["anyio streams"], "format": ["json"], "pageno": ["1"]}
     assert headers["User-Agent"].startswith("wakeful/")
@@ -430,12 +409,12 @@ async def test_brave_search_sends_the_key_and_maps_results(
         "snippet": "Memory object streams & byte streams.",
     }
     assert data["total"] is None and data["next_cursor"] is not None
-    path, query, headers = site.recorded.requests[-1]
+    path, query, headers = site.requests[-1]
     assert path == "/res/v1/web/search"
     assert query == {"q": ["anyio streams"], "count": ["10"], "offset": ["0"]}
     assert headers["X-Subscription-Token"] == BRAVE_KEY
     await run(services, web_search, query="anyio streams", cursor=data["next_cursor"])
-    assert site.recorded.requests[-1][1]["offset"] == ["1"]
+    assert site.requests[-1][1]["offset"] == ["1"]
 
 
 @pytest.mark.anyio

@@ -1,9 +1,11 @@
-"""Local stand-ins for the outside world that the execution tools reach, all on 127.0.0.1.
+"""Stand-ins for the outside world that the execution tools reach: in-process or on 127.0.0.1.
 
-`RecordingHTTP` is a starlette app that records every request (method, path, query, headers,
-body) and answers from a script keyed by method and path; `serve_http` runs it with uvicorn in the
-test's event loop. `SMTPRecorder` runs aiosmtpd's controller and keeps every message it receives.
-`world_services` gives real Services with a real SQLite store, which the safety ledgers need.
+`RecordingHTTP` records every request (method, path, query, headers, body) and answers from a
+script keyed by method and path: in-process through its `transport` (an `httpx2.MockTransport`,
+registered with `HttpSettings`), or over a real socket when `serve_http` serves it with uvicorn
+in the test's event loop. `SMTPRecorder` runs aiosmtpd's controller and keeps every
+message it receives. `world_services` gives real Services with a real SQLite store, which the
+safety ledgers need.
 """
 
 from __future__ import annotations
@@ -14,17 +16,15 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
-from loopback_http import serving
+from loopback_http import in_process, serving_handler
 from tool_services import tool_services
 from wakeful.services import Services
 from wakeful.store.sqlite import Store
+from wakeful.tools.http import HttpSettings
 
 
 @asynccontextmanager
@@ -69,45 +69,55 @@ class Answer:
 
 Script = Callable[[Seen], Answer]
 
+_IN_PROCESS = "http://world.test"
+
 
 class RecordingHTTP:
     """Answers each request from `routes[(method, path)]`: an Answer, or a function of it."""
 
     def __init__(self) -> None:
-        self.port = 0
+        self.served_at = ""
         self.seen: list[Seen] = []
         self.routes: dict[tuple[str, str], Answer | Script] = {}
-        methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=methods)])
+        self.transport = in_process(self.handle, _IN_PROCESS)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """Where to send requests: 127.0.0.1 while served, else a name only `transport` answers."""
+        return self.served_at or _IN_PROCESS
 
-    async def _handle(self, request: Request) -> Response:
+    @property
+    def settings(self) -> HttpSettings:
+        """The HTTP settings that send every tool request to this server, in-process."""
+        return HttpSettings(transport=self.transport)
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
         seen = Seen(
             request.method,
             request.url.path,
-            dict(request.query_params),
+            dict(request.url.params),
             dict(request.headers),
-            await request.body(),
+            request.content,
         )
         self.seen.append(seen)
-        route = self.routes.get((request.method, request.url.path))
-        if route is None:
-            return Response(b'{"message": "Not Found"}', 404, media_type="application/json")
-        answer = route(seen) if callable(route) else route
-        return Response(
-            answer.body, answer.status, headers=answer.headers, media_type=answer.content_type
-        )
+        route = self.routes.get((seen.method, seen.path))
+        answer = Answer(404, b'{"message": "Not Found"}') if route is None else route
+        if callable(answer):
+            answer = answer(seen)
+        headers = {"content-type": answer.content_type, **answer.headers}
+        body = answer.body.encode() if isinstance(answer.body, str) else answer.body
+        return httpx2.Response(answer.status, headers=headers, content=body)
 
 
 @asynccontextmanager
 async def serve_http(server: RecordingHTTP) -> AsyncIterator[RecordingHTTP]:
-    """Run `server` on a free port of 127.0.0.1 until the block ends."""
-    async with serving(server.app) as port:
-        server.port = port
-        yield server
+    """Serve `server` on a free port of 127.0.0.1 until the block ends."""
+    async with serving_handler(server.handle) as url:
+        server.served_at = url
+        try:
+            yield server
+        finally:
+            server.served_at = ""
 
 
 # --- SMTP ----------------------------------------------------------------------------------------

@@ -18,32 +18,19 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ...errors import ToolError
 from ...safety.idempotency import IdempotencyLedger
-from ...services import settings_of
+from ...services import Services, settings_of
+from ...tools.http import HttpErrors, http_client
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
+from .settings import GitHubSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # A git branch name as GitHub accepts it, optionally prefixed with "owner:" for a fork.
 _BRANCH = re.compile(r"^(?:[A-Za-z0-9-]{1,39}:)?[^\s~^:?*\[\\]{1,255}$")
 _MAX_BODY_CHARS = 65_536
-
-
-class GitHubSettings(BaseModel):
-    """Where github_create_pull_request sends requests and how it signs in."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    base_url: str = "https://api.github.com"
-    """The REST API's base URL; a GitHub Enterprise server's is "https://HOST/api/v3"."""
-
-    token_env: str = "GITHUB_TOKEN"
-    """The NAME of the environment variable that holds the token (never the token itself)."""
-
-    timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    """How long one request may take."""
 
 
 @tool(
@@ -170,7 +157,7 @@ async def github_create_pull_request(
     }
 
     async def open_or_find() -> ToolResult:
-        return await _open_or_find(settings, token, owner, repo, payload)
+        return await _open_or_find(ctx.services, settings, token, owner, repo, payload)
 
     if idempotency_key is None:
         return await open_or_find()
@@ -188,7 +175,12 @@ def _check_name(value: str, field: str) -> None:
 
 
 async def _open_or_find(
-    settings: GitHubSettings, token: str, owner: str, repo: str, payload: dict[str, Any]
+    services: Services,
+    settings: GitHubSettings,
+    token: str,
+    owner: str,
+    repo: str,
+    payload: dict[str, Any],
 ) -> ToolResult:
     head, base = payload["head"], payload["base"]
     qualified_head = head if ":" in head else f"{owner}:{head}"
@@ -199,10 +191,11 @@ async def _open_or_find(
         "X-GitHub-Api-Version": "2022-11-28",
         "User-Agent": "wakeful",
     }
-    async with httpx2.AsyncClient(
+    async with http_client(
+        services,
         base_url=settings.base_url,
         headers=headers,
-        timeout=httpx2.Timeout(settings.timeout_seconds),
+        timeout_seconds=settings.timeout_seconds,
     ) as client:
         params = {"head": qualified_head, "base": base, "state": "open"}
         found = await _request(client, settings, "GET", pulls, owner, repo, params=params)
@@ -229,23 +222,11 @@ async def _request(
     where = f"{settings.base_url}{path}"
     try:
         response = await client.request(method, path, **kwargs)
-    except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-        raise ToolError(
-            f"Could not connect to GitHub at {settings.base_url}: the host is unknown, not "
-            "reachable or refused the connection; nothing was created. Check the network and "
-            "base_url in the GitHub settings."
-        ) from exc
-    except httpx2.TimeoutException as exc:
-        raise ToolError(
-            f"GitHub did not answer {method} {where} within {settings.timeout_seconds:g} s. "
-            f"{_maybe_created(method)}"
-        ) from exc
     except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
-        raise ToolError(
-            f"{method} {where} failed ({type(exc).__name__}). {_maybe_created(method)}"
-        ) from exc
+        raise _errors(settings, method, owner, repo).for_exception(exc) from exc
     if response.status_code >= 400:
-        raise ToolError(_status_error(response, method, owner, repo))
+        errors = _errors(settings, method, owner, repo, response.headers)
+        raise errors.for_status(response, said=_github_message(response))
     try:
         return response.json()
     except ValueError as exc:
@@ -264,42 +245,46 @@ def _maybe_created(method: str) -> str:
     )
 
 
-def _status_error(response: httpx2.Response, method: str, owner: str, repo: str) -> str:
-    status = response.status_code
-    details = _github_message(response)
-    said = f" GitHub said: {details}" if details else ""
-    if status == 401:
-        advice = (
-            "The token was refused (wrong, expired or revoked). Create a new token and set it "
-            "in the environment variable named by token_env."
-        )
-    elif status == 403 and response.headers.get("x-ratelimit-remaining") == "0":
-        advice = (
+def _errors(
+    settings: GitHubSettings,
+    method: str,
+    owner: str,
+    repo: str,
+    answer_headers: httpx2.Headers | None = None,
+) -> HttpErrors:
+    """How a failed request to GitHub is explained: what to fix, and whether anything was made.
+
+    `answer_headers` tell a 403 for a used-up rate limit from one for missing permissions.
+    """
+    if answer_headers is not None and answer_headers.get("x-ratelimit-remaining") == "0":
+        forbidden = (
             "The token's rate limit is used up; wait until it resets "
-            f"(x-ratelimit-reset={response.headers.get('x-ratelimit-reset', '?')}) and call again."
+            f"(x-ratelimit-reset={answer_headers.get('x-ratelimit-reset', '?')}) and call again."
         )
-    elif status == 403:
-        advice = (
+    else:
+        forbidden = (
             "The token may not do this: give it write access to pull requests (the 'repo' scope "
             "for a classic token, 'Pull requests: write' for a fine-grained one) on this "
             "repository."
         )
-    elif status == 404:
-        advice = (
-            f"The repository {owner}/{repo} was not found, or the token cannot see it (a "
-            "private repository needs a token with access). Check owner and repo."
-        )
-    elif status == 422:
-        advice = (
-            "GitHub refused the pull request as given: usually there are no commits between "
-            "base and head, the head branch does not exist (push it first), or the base branch "
-            "does not exist. Fix the branches and call again."
-        )
-    elif status >= 500:
-        advice = "GitHub failed. " + _maybe_created(method) + " Wait a minute first."
-    else:
-        advice = "Check the arguments and the GitHub settings."
-    return f"GitHub answered {method} for {owner}/{repo} with HTTP {status}. {advice}{said}"
+    return HttpErrors(
+        target=f"GitHub at {settings.base_url} ({method} for {owner}/{repo})",
+        timeout_seconds=settings.timeout_seconds,
+        # The connection never opened (or the URL is unusable), so nothing can have been made.
+        check="Nothing was created; check the network and base_url in the GitHub settings.",
+        retry=_maybe_created(method) + " Wait a minute first.",
+        status_advice={
+            401: "The token was refused (wrong, expired or revoked). Create a new token and set "
+            "it in the environment variable named by token_env.",
+            403: forbidden,
+            404: f"The repository {owner}/{repo} was not found, or the token cannot see it (a "
+            "private repository needs a token with access). Check owner and repo.",
+            422: "GitHub refused the pull request as given: usually there are no commits "
+            "between base and head, the head branch does not exist (push it first), or the "
+            "base branch does not exist. Fix the branches and call again.",
+        },
+        refused="Check the arguments and the GitHub settings.",
+    )
 
 
 def _github_message(response: httpx2.Response) -> str:

@@ -84,6 +84,7 @@ async def arxiv_search(
         "arXiv",
         settings.arxiv_api_url,
         params={"search_query": search, "start": start, "max_results": max_results},
+        services=ctx.services,
     )
     check_status(response, "arXiv", "Check the query syntax, e.g. 'au:lecun AND ti:convolutional'.")
     try:

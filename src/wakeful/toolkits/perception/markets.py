@@ -91,6 +91,7 @@ async def exchange_rate(
         "Frankfurter",
         f"{settings.exchange_rate_url.rstrip('/')}/{path}",
         params=params,
+        services=ctx.services,
     )
     if response.status_code in (404, 422):
         codes = ", ".join([base, *(wanted or [])])
@@ -155,6 +156,7 @@ async def stock_quote(
         "Stooq",
         settings.stock_quote_url,
         params={"s": asked, "f": "sd2t2ohlcv", "h": "", "e": "csv"},
+        services=ctx.services,
     )
     check_status(response, "Stooq")
     rows = list(csv.DictReader(io.StringIO(response.text)))

@@ -2,24 +2,31 @@
 
 Every service is keyless and its base URL is a setting, so a deployment can point a tool at a
 mirror and tests point them at a server on 127.0.0.1. Transport failures and HTTP error statuses
-become :class:`ToolError` here, once, with the host and status named; a tool only maps what is
-special to its service (Frankfurter's 404 for an unknown currency, say) before calling
-:func:`check_status`.
+become :class:`ToolError` here, worded by :class:`wakeful.tools.http.HttpErrors` with the host
+and status named; a tool only maps what is special to its service (Frankfurter's 404 for an
+unknown currency, say) before calling :func:`check_status`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ToolError
+from ...tools.http import HttpErrors, http_client, read_capped
+
+if TYPE_CHECKING:
+    from ...services import Services
 
 MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 """The most bytes of one answer that are read; a bigger answer is an error, not a cut."""
+
+_MAX_REDIRECTS = 5
 
 
 class PublicDataSettings(BaseModel):
@@ -70,83 +77,59 @@ async def fetch(
     content: bytes | None = None,
     headers: Mapping[str, str] | None = None,
     auth: tuple[str, str] | None = None,
+    services: Services | None = None,
 ) -> httpx2.Response:
     """One request to `service`, its whole body read; ToolError when no answer came back.
 
     The status is not checked: the caller maps what its service means by one, then calls
-    :func:`check_status`.
+    :func:`check_status`. `services` supplies the transport (see :mod:`wakeful.tools.http`).
     """
-    host = urlsplit(url).netloc or url
+    errors = _errors(service, urlsplit(url).netloc or url, settings.timeout_seconds)
     try:
         async with (
-            httpx2.AsyncClient(
-                timeout=settings.timeout_seconds,
+            http_client(
+                services,
+                timeout_seconds=settings.timeout_seconds,
                 headers={"User-Agent": settings.user_agent},
                 follow_redirects=True,
-                max_redirects=5,
+                max_redirects=_MAX_REDIRECTS,
             ) as client,
             client.stream(
                 method, url, params=params, content=content, headers=headers, auth=auth
             ) as response,
         ):
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_RESPONSE_BYTES:
-                    raise ToolError(
-                        f"{service} at {host} sent more than {MAX_RESPONSE_BYTES:,} bytes, more "
-                        f"than {tool} reads. Ask for less (a shorter window or fewer results)."
-                    )
-    except httpx2.TimeoutException as exc:
-        raise ToolError(
-            f"{service} at {host} did not answer within {settings.timeout_seconds:g} s. Try "
-            "again in a minute; if it keeps failing the service is down."
-        ) from exc
-    except (httpx2.ConnectError, httpx2.UnsupportedProtocol) as exc:
-        raise ToolError(
-            f"{tool} could not reach {service} at {host} ({type(exc).__name__}: {exc}). Check "
-            "the network, or the configured URL if it is not the public service."
-        ) from exc
-    except httpx2.HTTPError as exc:
-        raise ToolError(
-            f"The request to {service} at {host} failed ({type(exc).__name__}: {exc}). Try "
-            "again; if it keeps failing the service is down."
-        ) from exc
-    except httpx2.InvalidURL as exc:
-        raise ToolError(
-            f"{tool} cannot ask {service}: the URL {url!r} is not valid ({exc}). Fix the "
-            "configured URL."
-        ) from exc
+            body, too_long = await read_capped(response, MAX_RESPONSE_BYTES)
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
+        raise errors.for_exception(exc) from exc
+    if too_long:
+        raise errors.too_large(
+            MAX_RESPONSE_BYTES, f"Ask {tool} for less (a shorter window or fewer results)."
+        )
     return httpx2.Response(
         response.status_code,
         headers=response.headers,
-        content=bytes(body),
+        content=body,
         request=response.request,
     )
 
 
 def check_status(response: httpx2.Response, service: str, hint: str = "") -> None:
     """ToolError for any status but 2xx, naming the status; `hint` says what to do after a 4xx."""
-    status = response.status_code
-    if 200 <= status < 300:
+    if 200 <= response.status_code < 300:
         return
-    host = response.request.url.host
-    said = _excerpt(response.text)
-    said = f" It said: {said}" if said else ""
-    if status == 429:
-        raise ToolError(
-            f"{service} at {host} answered HTTP 429 Too Many Requests: it is rate-limiting "
-            f"us.{said} Wait a minute before asking again."
-        )
-    if status >= 500:
-        raise ToolError(
-            f"{service} at {host} failed with HTTP {status} {response.reason_phrase}.{said} "
-            "The service has a problem; try again later."
-        )
-    way_out = hint or "Check the arguments and call again."
-    raise ToolError(
-        f"{service} at {host} answered HTTP {status} {response.reason_phrase} for "
-        f"{response.request.url.path}.{said} {way_out}"
+    errors = _errors(service, response.request.url.host)
+    if hint:  # the caller knows better than the general advice what a refusal means here
+        errors = replace(errors, status_advice={401: hint, 403: hint, 404: hint}, refused=hint)
+    raise errors.for_status(response)
+
+
+def _errors(service: str, host: str, timeout_seconds: float = 0.0) -> HttpErrors:
+    return HttpErrors(
+        target=f"{service} at {host}",
+        timeout_seconds=timeout_seconds,
+        check="Check the network, or the configured URL if it is not the public service.",
+        retry="Try again in a minute; if it keeps failing, the service is down.",
+        max_redirects=_MAX_REDIRECTS,
     )
 
 

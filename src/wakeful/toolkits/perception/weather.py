@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ...errors import ToolError
-from ...services import settings_of
+from ...services import Services, settings_of
 from ...tools.spec import ToolAnnotations, ToolContext, ToolResult, tool
 from .public_http import PublicDataSettings, check_status, fetch, json_body
 
@@ -116,7 +116,7 @@ async def get_weather(
             )
         place = f"{latitude:.4f}, {longitude:.4f}"
     else:
-        place, latitude, longitude = await _geocode(settings, city)
+        place, latitude, longitude = await _geocode(ctx.services, settings, city)
     response = await fetch(
         settings,
         "get_weather",
@@ -130,6 +130,7 @@ async def get_weather(
             "timezone": "auto",
             "forecast_days": days,
         },
+        services=ctx.services,
     )
     if response.status_code == 400:
         reason = _reason(response)
@@ -187,7 +188,9 @@ async def get_weather(
     return ToolResult("\n".join(lines), structured=structured)
 
 
-async def _geocode(settings: PublicDataSettings, city: str) -> tuple[str, float, float]:
+async def _geocode(
+    services: Services, settings: PublicDataSettings, city: str
+) -> tuple[str, float, float]:
     name, _, country = (part.strip() for part in city.partition(","))
     response = await fetch(
         settings,
@@ -195,6 +198,7 @@ async def _geocode(settings: PublicDataSettings, city: str) -> tuple[str, float,
         "Open-Meteo geocoding",
         settings.open_meteo_geocoding_url,
         params={"name": name, "count": 10, "language": "en", "format": "json"},
+        services=services,
     )
     check_status(response, "Open-Meteo geocoding")
     results = json_body(response, "Open-Meteo geocoding").get("results") or []

@@ -95,7 +95,7 @@ async def web_search(
             f"The cursor points to page {page + 1}, past the last page ({MAX_PAGES}) web_search "
             "follows. Refine the query instead, or leave cursor out to start again."
         )
-    found = await search(settings, words, page)
+    found = await search(settings, words, page, ctx.services)
     next_cursor = make_cursor(digest, page + 1) if found.more and found.hits else None
 
     backend = _BACKEND_NAMES[settings.search_backend]
@@ -280,7 +280,7 @@ WEB_TOOLS: tuple[Tool, ...] = (web_search, fetch_url, get_page_metadata)
 
 async def _fetch(ctx: ToolContext, url: str) -> FetchedPage:
     settings = settings_of(ctx.services, WebSettings)
-    return await fetch_page(checked_url(url), settings)
+    return await fetch_page(checked_url(url), settings, services=ctx.services)
 
 
 def _text_and_title(html: str, url: str) -> tuple[str, str | None]:

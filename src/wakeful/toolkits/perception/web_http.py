@@ -1,6 +1,6 @@
 """HTTP for the web tools: one page or one JSON answer, with the errors a model can act on.
 
-This is the adapter edge: `httpx2` exceptions and HTTP error statuses become ToolErrors that
+Failures are worded by :class:`wakeful.tools.http.HttpErrors` with the web tools' advice: they
 name the URL, what went wrong and what to try next. A page body is read as a stream and cut at
 `WebSettings.max_page_bytes`, so a huge or endless response costs at most that much.
 """
@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx2
 
 from ...errors import ToolError
+from ...tools.http import HttpErrors, http_client, read_capped
 from .web_settings import WebSettings
+
+if TYPE_CHECKING:
+    from ...services import Services
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -56,9 +60,10 @@ def checked_url(url: str) -> str:
     return url
 
 
-def _client(settings: WebSettings) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(
-        timeout=httpx2.Timeout(settings.timeout_seconds),
+def _client(settings: WebSettings, services: Services | None) -> httpx2.AsyncClient:
+    return http_client(
+        services,
+        timeout_seconds=settings.timeout_seconds,
         follow_redirects=True,
         max_redirects=settings.max_redirects,
         headers={"User-Agent": settings.user_agent},
@@ -66,17 +71,24 @@ def _client(settings: WebSettings) -> httpx2.AsyncClient:
     )
 
 
-async def fetch_page(url: str, settings: WebSettings) -> FetchedPage:
-    """GET an HTML page; ToolError when it cannot be reached, fails, or is not HTML."""
-    async with _client(settings) as client:
+async def fetch_page(
+    url: str, settings: WebSettings, *, services: Services | None = None
+) -> FetchedPage:
+    """GET an HTML page; ToolError when it cannot be reached, fails, or is not HTML.
+
+    `services` supplies the transport (see :mod:`wakeful.tools.http`).
+    """
+    errors = _errors(url, settings)
+    async with _client(settings, services) as client:
         try:
             async with client.stream("GET", url, headers={"Accept": ", ".join(HTML_TYPES)}) as r:
-                _check_status(r, url)
+                if r.status_code >= 400:
+                    raise errors.for_status(r, said="")  # an error page's HTML helps no one
                 content_type = r.headers.get("content-type", "")
                 media_type = content_type.split(";", 1)[0].strip().lower()
                 if media_type not in HTML_TYPES:
                     raise ToolError(_not_html(url, media_type))
-                body, cut = await _read_capped(r, settings.max_page_bytes)
+                body, cut = await read_capped(r, settings.max_page_bytes)
                 return FetchedPage(
                     url=str(r.url),
                     content_type=media_type,
@@ -87,7 +99,7 @@ async def fetch_page(url: str, settings: WebSettings) -> FetchedPage:
                     redirected=bool(r.history),
                 )
         except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
-            raise _transport_error(url, settings, exc) from exc
+            raise errors.for_exception(exc) from exc
 
 
 async def get_json(
@@ -97,16 +109,19 @@ async def get_json(
     params: Mapping[str, str | int],
     headers: Mapping[str, str] | None = None,
     service: str,
+    services: Services | None = None,
 ) -> Any:
     """GET a JSON answer from a search service; ToolError naming `service` when that fails."""
-    async with _client(settings) as client:
+    errors = _errors(url, settings, service=service)
+    async with _client(settings, services) as client:
         try:
             response = await client.get(
                 url, params=dict(params), headers={"Accept": "application/json", **(headers or {})}
             )
         except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
-            raise _transport_error(url, settings, exc, service=service) from exc
-        _check_status(response, url, service=service)
+            raise errors.for_exception(exc) from exc
+        if response.status_code >= 400:
+            raise errors.for_status(response)
         try:
             return json.loads(response.content)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -118,43 +133,38 @@ async def get_json(
             ) from exc
 
 
-async def _read_capped(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= limit:
-            return b"".join(chunks)[:limit], True
-    return b"".join(chunks), False
-
-
-def _check_status(response: httpx2.Response, url: str, *, service: str | None = None) -> None:
-    status = response.status_code
-    if status < 400:
-        return
-    what = f"{service} at {url}" if service else url
-    reason = response.reason_phrase or "error"
-    if status in (401, 403):
-        advice = (
-            "Check the API key in the web settings."
-            if service
-            else "The page needs a login or refuses automated readers; try another source."
+def _errors(url: str, settings: WebSettings, *, service: str | None = None) -> HttpErrors:
+    """How the web tools word a failure: pages and search services need different fixes."""
+    if service is None:
+        return HttpErrors(
+            target=url,
+            timeout_seconds=settings.timeout_seconds,
+            check="Check the URL for typos, or try another source.",
+            retry="Try again later, or try another source.",
+            max_redirects=settings.max_redirects,
+            status_advice={
+                401: "The page needs a login or refuses automated readers; try another source.",
+                403: "The page needs a login or refuses automated readers; try another source.",
+                404: "The page does not exist; check the URL for typos, or search for its new "
+                "address with web_search.",
+                429: "Too many requests: wait a minute before trying again, or use another source.",
+            },
+            refused="Check the URL and its query.",
         )
-    elif status == 404:
-        advice = (
-            "Check the service URL in the web settings."
-            if service
-            else "The page does not exist; check the URL for typos, or search for its new address "
-            "with web_search."
-        )
-    elif status == 429:
-        advice = "Too many requests: wait a minute before trying again, or use another source."
-    elif status >= 500:
-        advice = "The server failed; try again in a minute, or use another source."
-    else:
-        advice = "Check the URL and its query."
-    raise ToolError(f"{what} answered HTTP {status} ({reason}). {advice}")
+    return HttpErrors(
+        target=f"{service} at {url}",
+        timeout_seconds=settings.timeout_seconds,
+        check="Check the service's URL in the web settings, and the network.",
+        retry="Try again later, or use another search backend.",
+        max_redirects=settings.max_redirects,
+        status_advice={
+            401: "Check the API key in the web settings.",
+            403: "Check the API key in the web settings.",
+            404: "Check the service URL in the web settings.",
+            429: "Too many requests: wait a minute before trying again.",
+        },
+        refused="Check the URL and its query.",
+    )
 
 
 def _not_html(url: str, media_type: str) -> str:
@@ -164,34 +174,3 @@ def _not_html(url: str, media_type: str) -> str:
     else:
         advice = "These tools read web pages only; use a tool made for that kind of file."
     return f"{url} is {shown}, not an HTML page, so no text can be extracted from it. {advice}"
-
-
-def _transport_error(
-    url: str,
-    settings: WebSettings,
-    exc: httpx2.HTTPError | httpx2.InvalidURL,
-    *,
-    service: str | None = None,
-) -> ToolError:
-    what = f"{service} at {url}" if service else url
-    if isinstance(exc, httpx2.TimeoutException):
-        return ToolError(
-            f"{what} did not answer within {settings.timeout_seconds:g} s. Try again later, or "
-            "another source."
-        )
-    if isinstance(exc, httpx2.TooManyRedirects):
-        return ToolError(
-            f"{what} redirected more than {settings.max_redirects} times (a redirect loop?). "
-            "Open the final address directly if you know it, or try another source."
-        )
-    if isinstance(exc, httpx2.ConnectError):
-        return ToolError(
-            f"Could not connect to {what}: the host is unknown or not reachable, or refused "
-            "the connection. Check the URL for typos, or try another source."
-        )
-    if isinstance(exc, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
-        return ToolError(f"{url!r} is not a URL that can be fetched. Pass a full http(s) URL.")
-    return ToolError(
-        f"Reading {what} failed ({type(exc).__name__}): the connection broke off. Try again, "
-        "or try another source."
-    )

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from ddgs import DDGS
@@ -23,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ...errors import ToolError
 from .web_http import get_json
 from .web_settings import WebSettings
+
+if TYPE_CHECKING:
+    from ...services import Services
 
 PAGE_SIZE = 10
 MAX_PAGES = 10
@@ -49,12 +52,15 @@ class SearchPage:
     more: bool
 
 
-async def search(settings: WebSettings, query: str, page: int) -> SearchPage:
-    """Page `page` (0-based) of the hits for `query` from the configured backend."""
+async def search(
+    settings: WebSettings, query: str, page: int, services: Services | None = None
+) -> SearchPage:
+    """Page `page` (0-based) of the hits for `query` from the configured backend; `services`
+    supplies the HTTP transport of the JSON backends (see :mod:`wakeful.tools.http`)."""
     if settings.search_backend == "searxng":
-        return await _searxng(settings, query, page)
+        return await _searxng(settings, query, page, services)
     if settings.search_backend == "brave":
-        return await _brave(settings, query, page)
+        return await _brave(settings, query, page, services)
     return await _ddgs(settings, query, page)
 
 
@@ -91,10 +97,12 @@ def searxng_page(answer: object, page: int) -> SearchPage:
     return SearchPage(hits, total, more=bool(hits) and page + 1 < MAX_PAGES)
 
 
-async def _searxng(settings: WebSettings, query: str, page: int) -> SearchPage:
+async def _searxng(
+    settings: WebSettings, query: str, page: int, services: Services | None
+) -> SearchPage:
     url = settings.searxng_url.rstrip("/") + "/search"
     params: dict[str, str | int] = {"q": query, "format": "json", "pageno": page + 1}
-    answer = await get_json(url, settings, params=params, service="SearXNG")
+    answer = await get_json(url, settings, params=params, service="SearXNG", services=services)
     return searxng_page(answer, page)
 
 
@@ -131,7 +139,9 @@ def brave_page(answer: object, page: int) -> SearchPage:
     return SearchPage(hits, None, more=more)
 
 
-async def _brave(settings: WebSettings, query: str, page: int) -> SearchPage:
+async def _brave(
+    settings: WebSettings, query: str, page: int, services: Services | None
+) -> SearchPage:
     key = os.environ.get(settings.brave_api_key_env, "").strip()
     if not key:
         raise ToolError(
@@ -142,7 +152,9 @@ async def _brave(settings: WebSettings, query: str, page: int) -> SearchPage:
     url = settings.brave_base_url.rstrip("/") + "/res/v1/web/search"
     params: dict[str, str | int] = {"q": query, "count": PAGE_SIZE, "offset": page}
     headers = {"X-Subscription-Token": key}
-    answer = await get_json(url, settings, params=params, headers=headers, service="Brave Search")
+    answer = await get_json(
+        url, settings, params=params, headers=headers, service="Brave Search", services=services
+    )
     return brave_page(answer, page)
 
 

@@ -87,6 +87,7 @@ async def wikipedia_search(
             "format": "json",
             "formatversion": 2,
         },
+        services=ctx.services,
     )
     check_status(response, "Wikipedia", f"Check that {lang!r} is a Wikipedia language code.")
     data = _mediawiki(json_body(response, "Wikipedia"))
@@ -194,6 +195,7 @@ async def wikipedia_page(
             "format": "json",
             "formatversion": 2,
         },
+        services=ctx.services,
     )
     check_status(response, "Wikipedia", f"Check that {lang!r} is a Wikipedia language code.")
     data = _mediawiki(json_body(response, "Wikipedia"))
