@@ -399,6 +399,7 @@ async def test_a_burst_of_fires_is_stored_with_every_timers_advance_before_any_i
         ({"every_seconds": 0.5}, "from 1 to"),
         ({"cron": "61 * * * *", "timezone": "UTC"}, "Invalid cron expression '61 \\* \\* \\* \\*'"),
         ({"cron": "0 0 30 2 *", "timezone": "UTC"}, "never fires"),
+        ({"cron": "* * * * * *", "timezone": "UTC"}, "it has 6 fields; use five"),
         ({"cron": "0 9 * * 5", "timezone": "Mars/Olympus"}, "Unknown timezone 'Mars/Olympus'"),
         ({"cron": "0 9 * * 5", "timezone": "Europe"}, "Unknown timezone 'Europe'"),
         ({"cron": "0 9 * * 5"}, "needs a `timezone`"),

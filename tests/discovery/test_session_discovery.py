@@ -142,13 +142,14 @@ async def test_call_tool_for_an_unknown_name_says_how_to_find_one(tmp_path: Path
         [
             use(call("call_tool", name="teleport", arguments={})),
             use(call("call_tool", name="x", arguments="not an object")),
+            use(call("call_tool", name="call_tool", arguments={})),
             say(""),
         ]
     )
     async with runtime(model, tmp_path) as rt:
         await rt.submit(user_input("go"))
         await rt.wait_idle()
-        unknown, malformed = [
+        unknown, malformed, itself = [
             m for m in rt.sessions["main"].trajectory.messages if isinstance(m, ToolMessage)
         ]
     assert unknown.status == "error"
@@ -156,6 +157,8 @@ async def test_call_tool_for_an_unknown_name_says_how_to_find_one(tmp_path: Path
     assert "discover_tools" in unknown.content
     assert malformed.status == "error"
     assert "arguments" in malformed.content
+    assert itself.status == "error"
+    assert "call_tool cannot call itself" in itself.content
 
 
 async def test_loaded_tools_survive_a_restart(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""create_calendar_event into .ics files in the workspace and a local CalDAV-like server."""
+"""create_calendar_event into .ics files in the workspace and a CalDAV-like server.
+
+The CalDAV server is reached over a real socket on 127.0.0.1 by one test, and in-process through
+a mock transport where the wire is not the point.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +20,9 @@ from tool_services import refused as refused_by
 from wakeful.services import Services
 from wakeful.toolkits.execution.calendar_events import (
     CALENDAR_WRITE_TOOLS,
-    CalendarWriteSettings,
     create_calendar_event,
 )
+from wakeful.toolkits.execution.settings import CalendarWriteSettings
 from wakeful.tools.lint import lint_tool
 
 pytestmark = pytest.mark.anyio
@@ -141,6 +145,7 @@ async def test_a_file_with_lf_endings_keeps_them(services: Services, tmp_path: P
         ({"start": "2025-06-03", "timezone": None}, "has a time"),
         ({"start": "2025-06-03", "end": "2025-06-03T15:00"}, "all-day events have no time zone"),
         ({"end": "2027-06-03T15:00"}, "more than 366 days"),
+        ({"start": "9999-12-31", "end": None, "timezone": None}, "no day after"),
         ({"attendees": ["not-an-address"]}, "is not an email address"),
         ({"calendar": "notes.txt"}, "neither an .ics file"),
         ({"calendar": "../escape.ics"}, "outside the root"),
@@ -235,10 +240,9 @@ async def test_caldav_login_and_reachability_failures_are_explained(
     server = FakeCalDAV()
     server.route_put("/cal/x.ics")
     arguments = {"calendar": "caldav", "summary": "S", "start": "2025-12-24", "uid": "x"}
-    async with serve_http(server):
-        anonymous = CalendarWriteSettings(caldav_url=f"{server.url}/cal")
-        async with world_services(tmp_path, anonymous) as services:
-            assert "refused the login" in await refused(services, **arguments)
+    anonymous = CalendarWriteSettings(caldav_url=f"{server.url}/cal")
+    async with world_services(tmp_path, anonymous, server.settings) as services:
+        assert "refused the login" in await refused(services, **arguments)
     down = CalendarWriteSettings(caldav_url=f"http://127.0.0.1:{closed_port()}/cal")
     no_password = CalendarWriteSettings(
         caldav_url=f"http://127.0.0.1:{closed_port()}/cal",

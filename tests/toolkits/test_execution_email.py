@@ -15,7 +15,8 @@ from world_servers import closed_port, smtp_server, world_services
 from tool_services import call
 from tool_services import refused as refused_by
 from wakeful.services import Services
-from wakeful.toolkits.execution.email import EMAIL_TOOLS, EmailSettings, send_email
+from wakeful.toolkits.execution.email import EMAIL_TOOLS, send_email
+from wakeful.toolkits.execution.settings import EmailSettings
 from wakeful.tools.lint import lint_tool
 
 pytestmark = pytest.mark.anyio
@@ -215,6 +216,17 @@ async def test_bad_input_is_refused_before_anything_is_sent(
         async with world_services(tmp_path, settings(port)) as services:
             message = await refused(services, **(base | arguments))
     assert expected in message
+    assert received == []
+
+
+@pytest.mark.parametrize("address", ["ana@café.example", "zoë@example.com"])
+async def test_an_address_outside_ascii_is_refused(tmp_path: Path, address: str) -> None:
+    # Found by test_every_tool's edge values: formataddr raised UnicodeEncodeError.
+    base = {"to": [address], "subject": "s", "body": "b"}
+    with smtp_server() as (port, received):
+        async with world_services(tmp_path, settings(port)) as services:
+            message = await refused(services, **base)
+    assert "has characters outside ASCII" in message
     assert received == []
 
 

@@ -111,6 +111,16 @@ async def test_base64_content_writes_bytes_text_cannot_carry(
 
 
 @pytest.mark.anyio
+async def test_base64_with_a_character_outside_ascii_is_refused(
+    services: Services, root: Path
+) -> None:
+    # Found by test_every_tool's edge values: b64decode's ValueError escaped the tool.
+    message = await refused(services, write_file, path="blob.bin", content_base64="AAEC/w==é")
+    assert "content_base64 is not valid base64" in message
+    assert not (root / "blob.bin").exists()
+
+
+@pytest.mark.anyio
 async def test_written_marks_are_reported_not_converted(services: Services, root: Path) -> None:
     result = await call(services, write_file, path="m.txt", content="a ␀ b � c\n")
     assert (root / "m.txt").read_bytes() == "a ␀ b � c\n".encode()

@@ -28,10 +28,10 @@ from wakeful.toolkits.execution.interpreter import (
 )
 from wakeful.toolkits.execution.interpreter_pool import (
     InterpreterPool,
-    InterpreterSettings,
     pool_of,
     register_pool,
 )
+from wakeful.toolkits.execution.settings import InterpreterSettings
 from wakeful.tools.lint import lint_tool
 from wakeful.tools.spec import ToolContext, ToolResult
 
@@ -156,6 +156,20 @@ async def test_an_exception_shows_a_short_traceback_and_the_session_survives(
     assert syntax.is_error and "raised SyntaxError" in syntax.content
     after = await run(services, "kept")
     assert after.content.endswith("Out:\n'still here'")
+
+
+async def test_lone_surrogates_in_a_value_or_an_error_come_back_escaped(
+    services: Services,
+) -> None:
+    # Found by test_every_tool's edge values: a repr holding a lone surrogate reached the MCP
+    # bridge, which cannot encode it, and the call failed with UnicodeEncodeError.
+    code = "class Odd:\n    def __repr__(self):\n        return 'odd \\ud800'\nOdd()"
+    shown = await run(services, code)
+    assert not shown.is_error and shown.content.endswith("Out:\nodd \\ud800")
+    failed = await run(services, "raise ValueError('bad \\udfff')")
+    assert failed.is_error and failed.structured["error"]["message"] == "bad \\udfff"
+    for result in (shown, failed):
+        result.content.encode("utf-8")  # what an MCP reply must be able to do
 
 
 async def test_input_gets_end_of_file_instead_of_waiting(services: Services) -> None:

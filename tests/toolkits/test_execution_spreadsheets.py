@@ -243,6 +243,17 @@ async def test_formula_refuses_bad_input(
 
 
 @pytest.mark.anyio
+async def test_formula_with_a_control_character_is_refused(services: Services, root: Path) -> None:
+    # Found by test_every_tool's edge values: openpyxl's IllegalCharacterError escaped the tool.
+    before = (root / "book.xlsx").read_bytes()
+    message = await refused(
+        services, spreadsheet_formula, path="book.xlsx", cell="C2", formula="=A1&\x00"
+    )
+    assert "contains the control character U+0000" in message
+    assert (root / "book.xlsx").read_bytes() == before
+
+
+@pytest.mark.anyio
 async def test_workbooks_in_protected_places_are_not_written(
     services: Services, root: Path
 ) -> None:

@@ -1,4 +1,8 @@
-"""call_webhook against a local server that records requests: keys, precheck→confirm, failures."""
+"""call_webhook against a server that records requests: keys, precheck→confirm, failures.
+
+The server answers in-process through a mock transport; one test sends over a real socket on
+127.0.0.1 and one to a closed port, so the network path stays covered.
+"""
 
 from __future__ import annotations
 
@@ -14,24 +18,32 @@ from world_servers import Answer, RecordingHTTP, closed_port, serve_http, world_
 from tool_services import call
 from tool_services import refused as refused_by
 from wakeful.services import Services
-from wakeful.toolkits.execution.webhook import WEBHOOK_TOOLS, WebhookSettings, call_webhook
+from wakeful.toolkits.execution.settings import WebhookSettings
+from wakeful.toolkits.execution.webhook import WEBHOOK_TOOLS, call_webhook
 from wakeful.tools.lint import lint_tool
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def hook() -> AsyncIterator[RecordingHTTP]:
+def hook() -> RecordingHTTP:
     server = RecordingHTTP()
     server.routes[("POST", "/deploy")] = Answer(
         201, b'{"id": 7}', {"Location": "/deploys/7", "X-Internal": "hidden"}
     )
-    async with serve_http(server):
-        yield server
+    return server
 
 
 @pytest.fixture
-async def services(tmp_path: Path) -> AsyncIterator[Services]:
+async def services(tmp_path: Path, hook: RecordingHTTP) -> AsyncIterator[Services]:
+    settings = WebhookSettings(timeout_seconds=5)
+    async with world_services(tmp_path, settings, hook.settings) as services:
+        yield services
+
+
+@pytest.fixture
+async def wire_services(tmp_path: Path) -> AsyncIterator[Services]:
+    """Services whose requests go over real sockets."""
     async with world_services(tmp_path, WebhookSettings(timeout_seconds=5)) as services:
         yield services
 
@@ -53,29 +65,32 @@ def test_the_tool_meets_the_description_standard() -> None:
 
 
 async def test_a_keyed_call_sends_once_with_the_key_header(
-    services: Services, hook: RecordingHTTP
+    wire_services: Services, hook: RecordingHTTP
 ) -> None:
-    arguments = {
-        "url": f"{hook.url}/deploy",
-        "json_body": {"service": "api", "note": "“ok” ✓"},
-        "idempotency_key": "deploy-1",
-    }
-    first = await call(services, call_webhook, **arguments)
-    second = await call(services, call_webhook, **arguments)
-    assert len(hook.seen) == 1
-    seen = hook.seen[0]
-    assert seen.headers["idempotency-key"] == "deploy-1"
-    assert seen.headers["content-type"] == "application/json"
-    assert json.loads(seen.body) == {"service": "api", "note": "“ok” ✓"}
-    assert not first.is_error
-    assert first.content.startswith("HTTP 201 Created\n")
-    assert "location: /deploys/7" in first.content and "x-internal" not in first.content
-    assert first.structured["status"] == 201
-    assert "nothing ran again" in second.content
-    assert second.structured["replayed"] is True
-    other = await refused(services, **(arguments | {"json_body": {"service": "web"}}))
-    assert "other arguments" in other
-    assert len(hook.seen) == 1
+    """Over a real socket on 127.0.0.1, so the whole network path is covered once."""
+    services = wire_services
+    async with serve_http(hook):
+        arguments = {
+            "url": f"{hook.url}/deploy",
+            "json_body": {"service": "api", "note": "“ok” ✓"},
+            "idempotency_key": "deploy-1",
+        }
+        first = await call(services, call_webhook, **arguments)
+        second = await call(services, call_webhook, **arguments)
+        assert len(hook.seen) == 1
+        seen = hook.seen[0]
+        assert seen.headers["idempotency-key"] == "deploy-1"
+        assert seen.headers["content-type"] == "application/json"
+        assert json.loads(seen.body) == {"service": "api", "note": "“ok” ✓"}
+        assert not first.is_error
+        assert first.content.startswith("HTTP 201 Created\n")
+        assert "location: /deploys/7" in first.content and "x-internal" not in first.content
+        assert first.structured["status"] == 201
+        assert "nothing ran again" in second.content
+        assert second.structured["replayed"] is True
+        other = await refused(services, **(arguments | {"json_body": {"service": "web"}}))
+        assert "other arguments" in other
+        assert len(hook.seen) == 1
 
 
 async def test_without_a_key_it_needs_precheck_then_confirm(
@@ -125,7 +140,8 @@ async def test_a_long_response_body_is_cut_visibly(services: Services, hook: Rec
     assert len(result.structured["body"]) == 10_000
 
 
-async def test_an_unreachable_host_releases_the_key(services: Services) -> None:
+async def test_an_unreachable_host_releases_the_key(wire_services: Services) -> None:
+    services = wire_services
     url = f"http://127.0.0.1:{closed_port()}/hook"
     message = await refused(services, url=url, idempotency_key="k-down")
     assert "nothing was sent" in message and "free for a retry" in message
@@ -138,9 +154,9 @@ async def test_secret_headers_come_from_the_environment_for_allowed_hosts_only(
 ) -> None:
     monkeypatch.setenv("WAKEFUL_TEST_HOOK_AUTH", "Bearer s3cret")
     secret = WebhookSettings(
-        allowed_hosts=("127.0.0.1",), header_env={"Authorization": "WAKEFUL_TEST_HOOK_AUTH"}
+        allowed_hosts=("world.test",), header_env={"Authorization": "WAKEFUL_TEST_HOOK_AUTH"}
     )
-    async with world_services(tmp_path, secret) as services:
+    async with world_services(tmp_path, secret, hook.settings) as services:
         url = f"{hook.url}/deploy"
         preview = await call(services, call_webhook, url=url, json_body=[1, 2])
         assert "s3cret" not in preview.content
@@ -175,6 +191,8 @@ async def test_a_missing_secret_is_explained(tmp_path: Path) -> None:
         ({"json_body": {"a": 1}, "text_body": "b"}, "both json_body and text_body"),
         ({"headers": {"X-A": "1\r\nX-Injected: 1"}}, "line break"),
         ({"headers": {"Bad Name": "1"}}, "not valid"),
+        ({"headers": {"X-Price": "5 €"}}, "outside ASCII"),
+        ({"idempotency_key": "clé-1"}, "outside ASCII"),
         ({"headers": {"Host": "evil.example"}}, "set by the HTTP client"),
         ({"headers": "X-A: 1"}, "`headers`"),
         ({"idempotency_key": "k", "confirmation_token": "t"}, "both idempotency_key"),

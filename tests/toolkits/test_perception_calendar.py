@@ -1,19 +1,23 @@
-"""calendar_events on .ics files under a root, and on ICS and CalDAV servers on 127.0.0.1."""
+"""calendar_events on .ics files under a root, and on ICS and CalDAV servers.
+
+The servers are one handler of `httpx2.Request`s that answers in-process through a mock
+transport; one test serves it on a real socket of 127.0.0.1 and one asks a closed port.
+"""
 
 from __future__ import annotations
 
 import base64
 import shutil
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from pydantic import SecretStr
 
+from loopback_http import in_process, serving_handler
 from tool_services import tool_services
 from wakeful.errors import ToolError
 from wakeful.services import Services
@@ -23,6 +27,7 @@ from wakeful.toolkits.perception.calendar import (
     CalendarSource,
     calendar_events,
 )
+from wakeful.tools.http import HttpSettings
 from wakeful.tools.lint import lint_tool
 from wakeful.tools.spec import ToolContext, ToolResult
 
@@ -33,8 +38,32 @@ WEEK = {"start": "2024-05-06T00:00:00+02:00", "end": "2024-05-11T00:00:00+02:00"
 
 @dataclass
 class CalendarServer:
+    """ICS files and a CalDAV collection, and the requests they got."""
+
     base: str = ""
-    requests: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
+    requests: list[tuple[str, str, httpx2.Headers, bytes]] = field(default_factory=list)
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        method, path = request.method, request.url.path
+        self.requests.append((method, path, request.headers, request.content))
+        if (method, path) == ("GET", "/personal.ics"):
+            return answer(200, "text/calendar", ICS.encode())
+        if (method, path) == ("GET", "/broken.ics"):
+            return answer(200, "text/calendar", b"<html>login</html>")
+        if (method, path) == ("GET", "/private.ics"):
+            wanted = "Basic " + base64.b64encode(b"ada:secret").decode()
+            if request.headers.get("Authorization") == wanted:
+                return answer(200, "text/calendar", ICS.encode())
+            return answer(401, "text/plain", b"Unauthorized")
+        if (method, path) == ("GET", "/error.ics"):
+            return answer(500, "text/plain", b"database down")
+        if (method, path) == ("REPORT", "/dav/work/"):
+            return answer(207, "application/xml; charset=utf-8", multistatus(ICS))
+        return answer(404, "text/plain", b"Not Found")
+
+
+def answer(status: int, kind: str, body: bytes) -> httpx2.Response:
+    return httpx2.Response(status, headers={"Content-Type": kind}, content=body)
 
 
 def multistatus(ics: str) -> bytes:
@@ -49,59 +78,26 @@ def multistatus(ics: str) -> bytes:
     ).encode()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[CalendarServer]:
-    state = CalendarServer()
+@pytest.fixture
+def server() -> CalendarServer:
+    return CalendarServer(base="http://calendar.test")
 
-    class Handler(BaseHTTPRequestHandler):
-        def answer(self, status: int, kind: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-        def record(self) -> bytes:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            state.requests.append((self.command, self.path, dict(self.headers), body))
-            return body
-
-        def do_GET(self) -> None:
-            self.record()
-            if self.path == "/personal.ics":
-                self.answer(200, "text/calendar", ICS.encode())
-            elif self.path == "/broken.ics":
-                self.answer(200, "text/calendar", b"<html>login</html>")
-            elif self.path == "/private.ics":
-                wanted = "Basic " + base64.b64encode(b"ada:secret").decode()
-                if self.headers.get("Authorization") == wanted:
-                    self.answer(200, "text/calendar", ICS.encode())
-                else:
-                    self.answer(401, "text/plain", b"Unauthorized")
-            elif self.path == "/error.ics":
-                self.answer(500, "text/plain", b"database down")
-            else:
-                self.answer(404, "text/plain", b"Not Found")
-
-        def do_REPORT(self) -> None:
-            self.record()
-            if self.path == "/dav/work/":
-                self.answer(207, "application/xml; charset=utf-8", multistatus(ICS))
-            else:
-                self.answer(404, "text/plain", b"Not Found")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.base = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+def sources(base: str) -> CalendarSettings:
+    return CalendarSettings(
+        sources={
+            "personal": CalendarSource(url=f"{base}/personal.ics"),
+            "work": CalendarSource(url=f"{base}/dav/work/", kind="caldav"),
+            "private": CalendarSource(
+                url=f"{base}/private.ics", username="ada", password=SecretStr("secret")
+            ),
+            "locked": CalendarSource(url=f"{base}/private.ics"),
+            "broken": CalendarSource(url=f"{base}/broken.ics"),
+            "failing": CalendarSource(url=f"{base}/error.ics"),
+            "gone": CalendarSource(url=f"{base}/gone.ics"),
+            "nowhere": CalendarSource(url="http://127.0.0.1:9/x.ics"),
+        }
+    )
 
 
 @pytest.fixture
@@ -111,23 +107,19 @@ async def services(tmp_path: Path, server: CalendarServer) -> AsyncIterator[Serv
     (tmp_path / "calendars" / "bad.ics").write_text("BEGIN:VCALENDAR\nthis is not ical\n")
     (tmp_path / "notes.txt").write_text("not a calendar")
     (tmp_path / "calendars" / "folder.ics").mkdir()
-    server.requests.clear()
     async with tool_services(tmp_path) as (found, _events):
-        found.settings[CalendarSettings] = CalendarSettings(
-            sources={
-                "personal": CalendarSource(url=f"{server.base}/personal.ics"),
-                "work": CalendarSource(url=f"{server.base}/dav/work/", kind="caldav"),
-                "private": CalendarSource(
-                    url=f"{server.base}/private.ics", username="ada", password=SecretStr("secret")
-                ),
-                "locked": CalendarSource(url=f"{server.base}/private.ics"),
-                "broken": CalendarSource(url=f"{server.base}/broken.ics"),
-                "failing": CalendarSource(url=f"{server.base}/error.ics"),
-                "gone": CalendarSource(url=f"{server.base}/gone.ics"),
-                "nowhere": CalendarSource(url="http://127.0.0.1:9/x.ics"),
-            }
-        )
+        found.settings[CalendarSettings] = sources(server.base)
+        found.settings[HttpSettings] = HttpSettings(in_process(server.handle, server.base))
         yield found
+
+
+@pytest.fixture
+async def served(services: Services, server: CalendarServer) -> AsyncIterator[CalendarServer]:
+    """`server` on a real socket of 127.0.0.1, and `services` sending to it there."""
+    del services.settings[HttpSettings]
+    async with serving_handler(server.handle) as server.base:
+        services.settings[CalendarSettings] = sources(server.base)
+        yield server
 
 
 async def call(services: Services, **arguments: Any) -> ToolResult:
@@ -217,8 +209,9 @@ async def test_an_empty_window_says_so(services: Services) -> None:
 
 @pytest.mark.anyio
 async def test_a_configured_ics_url_and_basic_auth(
-    services: Services, server: CalendarServer
+    services: Services, served: CalendarServer
 ) -> None:
+    """Over a real socket, so the whole network path is covered once."""
     result = await call(services, source="personal", **WEEK)
     assert summaries(result) == EXPECTED_WEEK
     private = await call(services, source="private", **WEEK)
@@ -241,10 +234,11 @@ async def test_a_caldav_collection_is_asked_for_the_window(
 async def test_remote_failures_are_named(services: Services) -> None:
     assert "HTTP 500" in await fails(services, source="failing", **WEEK)
     assert "HTTP 404" in await fails(services, source="gone", **WEEK)
-    assert "could not reach the calendar 'nowhere'" in await fails(
+    assert "not a valid iCalendar" in await fails(services, source="broken", **WEEK)
+    del services.settings[HttpSettings]  # a real connection to a closed port
+    assert "Could not connect to the calendar 'nowhere'" in await fails(
         services, source="nowhere", **WEEK
     )
-    assert "not a valid iCalendar" in await fails(services, source="broken", **WEEK)
 
 
 @pytest.mark.anyio
@@ -262,6 +256,14 @@ async def test_bad_times_are_refused(services: Services) -> None:
     assert "`start`" in await fails(services, source=source, start=20240506, end=WEEK["end"])
     assert "`end` is required" in await fails(services, source=source, start=WEEK["start"])
     assert "`limit`" in await fails(services, source=source, limit=10**6, **WEEK)
+
+
+@pytest.mark.anyio
+async def test_a_window_at_the_start_of_time_is_refused(services: Services) -> None:
+    # Found by test_every_tool's edge values: expanding recurring events raised OverflowError.
+    window = {"start": "0001-01-01T00:00:00Z", "end": "0001-01-02T00:00:00Z"}
+    message = await fails(services, source="calendars/personal.ics", **window)
+    assert "too close to year 1 or year 9999" in message
 
 
 @pytest.mark.anyio

@@ -219,6 +219,16 @@ async def test_bad_documents_and_paths_are_errors(services: Services) -> None:
 
 
 @pytest.mark.anyio
+async def test_an_empty_pdf_has_no_text_to_show(services: Services, root: Path) -> None:
+    # Found by test_every_tool's edge values: an empty .pdf raised IndexError (no pages).
+    (root / "docs" / "empty.pdf").write_bytes(b"")
+    result = await call(services, path="docs/empty.pdf")
+    assert "docs/empty.pdf (PDF) has no text to show" in result.content
+    with pytest.raises(ToolError, match="has 0 pages, so page 1 does not exist"):
+        await call(services, path="docs/empty.pdf", pages="1")
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     "arguments",
     [

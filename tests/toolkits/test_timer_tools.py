@@ -90,6 +90,17 @@ async def test_set_timer_tool_turns_bad_input_into_tool_errors(
     assert service.list_timers() == []
 
 
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+async def test_set_timer_tool_refuses_a_time_beyond_the_years_python_holds(at: str) -> None:
+    # Found by test_every_tool's edge values: converting such a time to UTC raised
+    # OverflowError out of the tool.
+    service = TimerService(None, _discard, clock=FakeClock(T0))
+    async with tool_context(service) as ctx:
+        with pytest.raises(ToolError, match="outside the years 1 to 9999"):
+            await set_timer.run({"note": "n", "at": at}, ctx)
+    assert service.list_timers() == []
+
+
 async def test_cancel_timer_tool_rejects_an_unknown_id() -> None:
     service = TimerService(None, _discard, clock=FakeClock(T0))
     async with tool_context(service) as ctx:

@@ -1,4 +1,5 @@
-"""What a timer is and when it fires: the timer record and the maths of its schedule.
+"""When a timer fires: the maths of its schedule (the record itself is in
+:mod:`wakeful.core.records`, re-exported here).
 
 A timer fires once, every N seconds from an anchor, or on a cron expression read in an IANA
 timezone. Occurrences are always computed from the schedule itself (the anchor, or the cron
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, get_args
+from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from ..core.records import MissedPolicy, TimerKind, TimerRecord, iso_utc
 from ..errors import UserError
 
 __all__ = [
@@ -35,9 +36,6 @@ __all__ = [
     "parse_timezone",
 ]
 
-MissedPolicy = Literal["fire_once", "skip"]
-TimerKind = Literal["once", "every", "cron"]
-
 # Missed cron occurrences are counted one by one up to this many; beyond it the count is a floor.
 MISSED_COUNT_LIMIT: Final = 1000
 EXAMPLE_AT: Final = "2025-06-02T09:00:00+02:00"
@@ -49,134 +47,6 @@ def new_timer_id() -> str:
 
 class InvalidTimer(UserError):
     """A timer's schedule or arguments are invalid; the message names the value and the fix."""
-
-
-# --- the record ----------------------------------------------------------------------------------
-
-
-@dataclass
-class TimerRecord:
-    """One timer: the note, the session it wakes, and its schedule.
-
-    `next_fire` is the next scheduled occurrence in UTC, or None once a one-shot timer is done.
-    A recurring `every` timer fires at `anchor + k * every_seconds`; a `cron` timer follows its
-    expression in `timezone`.
-    """
-
-    id: str
-    session: str
-    note: str
-    kind: TimerKind
-    next_fire: datetime | None
-    active: bool = True
-    missed: MissedPolicy = "fire_once"
-    every_seconds: float | None = None
-    anchor: datetime | None = None
-    cron: str | None = None
-    timezone: str | None = None
-    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    last_fired_at: datetime | None = None
-    fire_count: int = 0
-
-    def __post_init__(self) -> None:
-        if self.kind not in get_args(TimerKind):
-            raise ValueError(f"unknown timer kind {self.kind!r}")
-        if self.missed not in get_args(MissedPolicy):
-            raise ValueError(f"unknown missed policy {self.missed!r}")
-        if self.kind == "every" and (self.every_seconds is None or self.anchor is None):
-            raise ValueError("an `every` timer needs every_seconds and anchor")
-        if self.kind == "cron" and (self.cron is None or self.timezone is None):
-            raise ValueError("a `cron` timer needs cron and timezone")
-        if self.active and self.next_fire is None:
-            raise ValueError("an active timer needs next_fire")
-
-    @property
-    def schedule(self) -> str:
-        """The schedule in words, e.g. "every 1h", "cron '0 9 * * 5' in Europe/Paris"."""
-        if self.kind == "cron":
-            return f"cron {self.cron!r} in {self.timezone}"
-        if self.kind == "every":
-            assert self.every_seconds is not None
-            return f"every {_format_seconds(self.every_seconds)}"
-        return "once"
-
-    def summary(self) -> dict[str, Any]:
-        """The view the timer tools and CLI show."""
-        out: dict[str, Any] = {
-            "timer_id": self.id,
-            "note": self.note,
-            "schedule": self.schedule,
-            "next_fire": iso_utc(self.next_fire) if self.next_fire else None,
-            "missed": self.missed,
-            "active": self.active,
-            "fire_count": self.fire_count,
-        }
-        if self.kind == "cron" and self.next_fire is not None and self.timezone:
-            out["next_fire_local"] = self.next_fire.astimezone(ZoneInfo(self.timezone)).isoformat()
-        if self.last_fired_at is not None:
-            out["last_fired_at"] = iso_utc(self.last_fired_at)
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "session": self.session,
-            "note": self.note,
-            "kind": self.kind,
-            "next_fire": iso_utc(self.next_fire) if self.next_fire else None,
-            "active": self.active,
-            "missed": self.missed,
-            "every_seconds": self.every_seconds,
-            "anchor": iso_utc(self.anchor) if self.anchor else None,
-            "cron": self.cron,
-            "timezone": self.timezone,
-            "created_at": iso_utc(self.created_at),
-            "last_fired_at": iso_utc(self.last_fired_at) if self.last_fired_at else None,
-            "fire_count": self.fire_count,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TimerRecord:
-        """Rebuild a record from :meth:`to_dict` output; ValueError/KeyError if it is malformed."""
-
-        def when(key: str) -> datetime | None:
-            value = data.get(key)
-            if value is None:
-                return None
-            parsed = datetime.fromisoformat(value)
-            if parsed.tzinfo is None:
-                raise ValueError(f"{key} {value!r} has no timezone")
-            return parsed.astimezone(UTC)
-
-        every = data.get("every_seconds")
-        return cls(
-            id=str(data["id"]),
-            session=str(data["session"]),
-            note=str(data["note"]),
-            kind=data["kind"],
-            next_fire=when("next_fire"),
-            active=bool(data["active"]),
-            missed=data.get("missed", "fire_once"),
-            every_seconds=float(every) if every is not None else None,
-            anchor=when("anchor"),
-            cron=data.get("cron"),
-            timezone=data.get("timezone"),
-            created_at=when("created_at") or datetime.now(UTC),
-            last_fired_at=when("last_fired_at"),
-            fire_count=int(data.get("fire_count", 0)),
-        )
-
-
-def iso_utc(when: datetime) -> str:
-    """`when` in UTC, as RFC 3339 text."""
-    return when.astimezone(UTC).isoformat()
-
-
-def _format_seconds(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 # --- schedules -----------------------------------------------------------------------------------
@@ -197,7 +67,13 @@ def parse_rfc3339(text: str, name: str = "at") -> datetime:
             f"timezone. Add the offset, e.g. {parsed.isoformat()}+02:00 for Paris in summer, "
             f"or {parsed.isoformat()}Z for UTC."
         )
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidTimer(
+            f"`{name}` is out of range: {text!r} in UTC falls outside the years 1 to 9999. "
+            f"Give a time within them, e.g. {EXAMPLE_AT!r}."
+        ) from exc
 
 
 def parse_timezone(name: str) -> ZoneInfo:
@@ -213,6 +89,14 @@ def parse_timezone(name: str) -> ZoneInfo:
 
 def check_cron(expression: str, zone: ZoneInfo, now: datetime) -> datetime:
     """Validate a cron expression and return its first occurrence after `now` (UTC)."""
+    fields = expression.split()
+    if not expression.lstrip().startswith("@") and len(fields) != 5:
+        # croniter also reads a sixth (seconds) and seventh (year) field; the tool promises five.
+        raise InvalidTimer(
+            f"Invalid cron expression {expression!r}: it has {len(fields)} fields; use five, "
+            "minute hour day-of-month month day-of-week, e.g. '0 9 * * 5' for Fridays at "
+            "09:00. For a timer more often than once a minute, use every_seconds."
+        )
     if not croniter.is_valid(expression):
         raise InvalidTimer(
             f"Invalid cron expression {expression!r}. Use five fields, minute hour day-of-month "

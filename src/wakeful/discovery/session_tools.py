@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ToolError
-from ..messages import Message, ToolCall, ToolMessage
+from ..messages import Message, ToolMessage
 from ..models.base import ToolDefinition
 from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .catalog import Catalog, CatalogServer, CatalogTool
@@ -36,7 +36,6 @@ LOCAL_SERVER = "local"
 """The catalog server of tools given to the runtime in code (not from an MCP server)."""
 
 DISCOVER_TOOLS = "discover_tools"
-CALL_TOOL = "call_tool"
 
 # The chapter's hierarchy, plus "act" for tools that change things: (group, what it holds,
 # words that put a tool in it). The first group whose words appear in a tool's name wins; then
@@ -339,8 +338,14 @@ async def call_tool(
     Cost: about a millisecond on top of the called tool's own latency; the result is the
     called tool's (usually a few hundred to a few thousand characters).
     """
-    # The session unwraps call_tool before running anything (so the inner call passes the same
-    # safety layers); reaching this body means it was called where no session does that.
+    # The tool pipeline unwraps call_tool before any layer (wakeful.tools.pipeline), so the inner
+    # call passes the same safety layers; reaching this body means it ran outside a pipeline,
+    # or the call named call_tool itself (which the pipeline leaves as it is).
+    if name == "call_tool":
+        raise ToolError(
+            "call_tool cannot call itself: give the name of the tool discover_tools found, e.g. "
+            "call_tool(name='get_weather', arguments={'city': 'Paris'})."
+        )
     raise ToolError(
         f"call_tool({name!r}) can only run inside an agent session with discovery on; call "
         f"{name} directly here."
@@ -349,20 +354,3 @@ async def call_tool(
 
 DISCOVERY_TOOLS: tuple[Tool, ...] = (discover_tools, call_tool)
 """The two tools every session with discovery has in its prompt."""
-
-
-def unwrap_call(call: ToolCall) -> ToolCall:
-    """The call a `call_tool` call stands for (same id); any other call, or a malformed
-    call_tool (left for its own validation to explain), unchanged."""
-    if call.name != CALL_TOOL:
-        return call
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return call
-    if not isinstance(arguments, dict):
-        return call
-    name, inner = arguments.get("name"), arguments.get("arguments", {})
-    if not isinstance(name, str) or not name or name == CALL_TOOL or not isinstance(inner, dict):
-        return call
-    return ToolCall(id=call.id, name=name, arguments=json.dumps(inner, ensure_ascii=False))

@@ -25,15 +25,17 @@ from urllib.parse import quote
 import anyio
 import httpx2
 import icalendar
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ...errors import ToolError
 from ...safety.beneath import Placement
 from ...safety.idempotency import IdempotencyLedger
-from ...services import settings_of
+from ...services import Services, settings_of
+from ...tools.http import HttpErrors, http_client
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ..perception.workspace import open_workspace
 from .file_targets import open_existing, refuse_protected, write_atomically
+from .settings import CalendarWriteSettings
 
 CALDAV = "caldav"
 MAX_ICS_BYTES = 20 * 1024 * 1024
@@ -42,24 +44,6 @@ _PRODID = "-//wakeful//create_calendar_event//EN"
 _ADDRESS = re.compile(r"^[^@\s<>,;:\"]+@[^@\s<>,;:\"]+\.[^@\s<>,;:\"]+$")
 # One writer at a time for .ics files, so two events added at once do not lose one.
 _ICS_LOCK = threading.Lock()
-
-
-class CalendarWriteSettings(BaseModel):
-    """The CalDAV calendar create_calendar_event writes to when calendar='caldav'."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    caldav_url: str | None = None
-    """The calendar collection's URL, e.g. "https://dav.example.com/calendars/ana/work/"."""
-
-    username: str | None = None
-    """The HTTP basic login; None sends no credentials."""
-
-    password_env: str | None = None
-    """The NAME of the environment variable that holds the password (never the password)."""
-
-    timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    """How long the PUT may take."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +198,7 @@ async def create_calendar_event(
     async def create() -> ToolResult:
         if calendar == CALDAV:
             settings = settings_of(ctx.services, CalendarWriteSettings)
-            return await _put_caldav(settings, event, when, summary)
+            return await _put_caldav(ctx.services, settings, event, when, summary)
         return await _add_to_ics(ctx, calendar, event, when, summary)
 
     if idempotency_key is None:
@@ -256,7 +240,15 @@ def _when(start: str, end: str | None, timezone: str | None) -> _When:
                 f"start={start!r} is a date, which makes an all-day event, and all-day events "
                 "have no time zone. Leave timezone out, or give start and end with a time."
             )
-        last = _parse_time(end, "end") if end is not None else first + dt.timedelta(days=1)
+        if end is not None:
+            last = _parse_time(end, "end")
+        elif first >= dt.date.max:
+            raise ToolError(
+                f"start={start!r} is the last day of the calendar, so an all-day event on it "
+                "has no day after to end on. Give a date before 9999-12-31."
+            )
+        else:
+            last = first + dt.timedelta(days=1)
         if isinstance(last, dt.datetime):
             raise ToolError(
                 f"start={start!r} is a date but end={end!r} has a time. Give both as dates "
@@ -521,7 +513,11 @@ def _tzids(event: icalendar.Event) -> set[str]:
 
 
 async def _put_caldav(
-    settings: CalendarWriteSettings, event: icalendar.Event, when: _When, summary: str
+    services: Services,
+    settings: CalendarWriteSettings,
+    event: icalendar.Event,
+    when: _When,
+    summary: str,
 ) -> ToolResult:
     if settings.caldav_url is None:
         raise ToolError(
@@ -545,26 +541,17 @@ async def _put_caldav(
     uid = str(event["UID"])
     url = settings.caldav_url.rstrip("/") + "/" + quote(uid, safe="") + ".ics"
     body = _new_calendar(event)
+    errors = _caldav_errors(settings, url)
     try:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(settings.timeout_seconds)) as client:
+        async with http_client(services, timeout_seconds=settings.timeout_seconds) as client:
             response = await client.put(
                 url,
                 content=body,
                 auth=auth or httpx2.USE_CLIENT_DEFAULT,
                 headers={"Content-Type": "text/calendar; charset=utf-8", "If-None-Match": "*"},
             )
-    except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-        raise ToolError(
-            f"Could not connect to the CalDAV server at {settings.caldav_url}: the host is "
-            "unknown, not reachable or refused the connection; no event was added. Try again "
-            "later."
-        ) from exc
     except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
-        raise ToolError(
-            f"The PUT of the event to {url} failed ({type(exc).__name__}); it may or may not "
-            "have been saved. Call again with the same idempotency_key or uid: an event that "
-            "exists is found, not added twice."
-        ) from exc
+        raise errors.for_exception(exc) from exc
     status = response.status_code
     structured = _structured(uid, CALDAV, when, created=status in (200, 201, 204))
     structured["href"] = url
@@ -578,19 +565,23 @@ async def _put_caldav(
             "another idempotency_key or uid."
         )
         return ToolResult(text, structured=structured)
-    raise ToolError(_caldav_error(status, response.reason_phrase, url))
+    raise errors.for_status(response)
 
 
-def _caldav_error(status: int, reason: str, url: str) -> str:
-    if status in (401, 403):
-        advice = "The server refused the login; check username and password_env in the settings."
-    elif status in (404, 409):
-        advice = "The calendar collection does not exist; check caldav_url in the settings."
-    elif status >= 500:
-        advice = "The server failed; try again in a minute with the same idempotency_key or uid."
-    else:
-        advice = "The server refused the event; check caldav_url and the event's fields."
-    return f"The CalDAV server answered HTTP {status} ({reason}) to the PUT of {url}. {advice}"
+def _caldav_errors(settings: CalendarWriteSettings, url: str) -> HttpErrors:
+    """How a failed PUT is explained; a repeat is safe, since an existing event answers 412."""
+    missing = "The calendar collection does not exist; check caldav_url in the settings."
+    login = "The server refused the login; check username and password_env in the settings."
+    return HttpErrors(
+        target=f"the CalDAV server at {settings.caldav_url} (PUT {url})",
+        timeout_seconds=settings.timeout_seconds,
+        check="No event was added; check caldav_url in the settings and the network.",
+        retry="Wait a minute, then try again with the same idempotency_key or uid: an event "
+        "that exists is found, not added twice.",
+        changes=True,
+        status_advice={401: login, 403: login, 404: missing, 409: missing},
+        refused="The server refused the event; check caldav_url and the event's fields.",
+    )
 
 
 CALENDAR_WRITE_TOOLS: tuple[Tool, ...] = (create_calendar_event,)

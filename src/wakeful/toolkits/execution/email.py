@@ -23,59 +23,23 @@ from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import formataddr, formatdate, make_msgid, parseaddr
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ...errors import ToolError
 from ...safety.confirmations import Confirmations, precheck_result
 from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ..perception.workspace import open_workspace
+from .settings import EmailSettings
 
 MAX_RECIPIENTS = 100
 MAX_BODY_CHARS = 1_000_000
 # The addr-spec we accept: no spaces, quotes, angle brackets or list separators, one @, a dot in
 # the domain. Stricter than RFC 5322 on purpose: what passes is what a person would type.
 _ADDRESS = re.compile(r"^[^@\s<>,;:\"()\[\]\\]+@[^@\s<>,;:\"()\[\]\\]+\.[^@\s<>,;:\"()\[\]\\]+$")
-
-
-class EmailSettings(BaseModel):
-    """Where send_email hands messages over, and as whom."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    host: str = "127.0.0.1"
-    """The SMTP server's host name."""
-
-    port: int = Field(default=587, ge=1, le=65535)
-    """The SMTP server's port: usually 587 (STARTTLS), 465 (SSL) or 25 (plain)."""
-
-    security: Literal["starttls", "ssl", "none"] = "starttls"
-    """"starttls" upgrades a plain connection, "ssl" connects with TLS from the start, "none"
-    sends in clear text (for a relay on the same machine only)."""
-
-    username: str | None = None
-    """The SMTP login; None sends without logging in."""
-
-    password_env: str | None = None
-    """The NAME of the environment variable that holds the SMTP password (never the password)."""
-
-    from_address: str | None = None
-    """The sender, e.g. "Agent <agent@example.com>"; send_email refuses to run without it."""
-
-    timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    """How long connecting and each SMTP command may take."""
-
-    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
-    """The largest attachment file, in bytes."""
-
-    max_total_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
-    """The most bytes of all attachments of one message together."""
-
-    confirmation_ttl_seconds: float = Field(default=600.0, gt=0, le=86_400)
-    """How long a precheck's confirmation token stays valid."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +300,13 @@ def _checked_address(text: str, field: str) -> str:
         raise ToolError(
             f"{text!r} in {field} is not an email address. Give one address per list entry, as "
             "'ana@example.com' or 'Ana Lima <ana@example.com>'."
+        )
+    if not address.isascii():
+        # Plain SMTP carries ASCII addresses only (no SMTPUTF8 here).
+        raise ToolError(
+            f"The address {address!r} in {field} has characters outside ASCII, which this "
+            "server cannot send to. Give the ASCII form of the address (a domain's form starts "
+            "with 'xn--', e.g. 'ana@xn--caf-dma.example')."
         )
     if formataddr((name, address)) != text and address != text:
         # parseaddr accepts more than one address or stray text; what we send must be what was

@@ -13,7 +13,6 @@ the file's mode) and run the file's checker afterwards (see :mod:`.diagnostics`)
 from __future__ import annotations
 
 import base64
-import binascii
 import difflib
 import re
 from pathlib import Path
@@ -27,7 +26,7 @@ from ...services import settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ..perception.shown_text import INVALID_MARK, NUL_MARK, cut_visibly, show
 from ..perception.workspace import open_workspace
-from .diagnostics import DiagnosticsSettings, FileCheck, check_file
+from .diagnostics import FileCheck, check_file
 from .edit_plan import PlannedEdit, describe_endings, ending_style, line_ending_counts, plan_edit
 from .file_targets import (
     MAX_FILE_BYTES,
@@ -36,6 +35,7 @@ from .file_targets import (
     writable_target,
     write_atomically,
 )
+from .settings import DiagnosticsSettings
 
 __all__ = [
     "FILE_EDIT_TOOLS",
@@ -187,7 +187,7 @@ def _content_bytes(content: str | None, content_base64: str | None) -> bytes:
         assert content_base64 is not None
         try:
             data = base64.b64decode(content_base64, validate=True)
-        except binascii.Error as exc:
+        except ValueError as exc:  # binascii.Error, or a character outside ASCII
             raise ToolError(
                 f"content_base64 is not valid base64 ({exc}). Encode the bytes with standard "
                 "base64 (A-Z a-z 0-9 + /, padded with =), without line breaks."

@@ -93,10 +93,17 @@ def _run_cell(
         shown = repr(value)
     except BaseException as exc:  # a broken __repr__ is the cell's error
         return None, _error(exc, exc.__traceback__)
+    shown = _encodable(shown)
     if len(shown) > MAX_VALUE_CHARS:
         extra = len(shown) - MAX_VALUE_CHARS
         shown = shown[:MAX_VALUE_CHARS] + f"[… {extra:,} characters of the repr not kept …]"
     return shown, None
+
+
+def _encodable(text: str) -> str:
+    """`text` with lone surrogates written as escapes ('\\ud800'), as the cell's stdout shows
+    them: a repr or message may hold them, and no UTF-8 reply (an MCP result) can."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _error(exc: BaseException, tb: Any) -> dict[str, str]:
@@ -106,8 +113,8 @@ def _error(exc: BaseException, tb: Any) -> dict[str, str]:
     lines = traceback.format_exception(type(exc), exc, tb, limit=-TRACEBACK_FRAMES)
     return {
         "type": type(exc).__name__,
-        "message": str(exc),
-        "traceback": "".join(lines).rstrip("\n"),
+        "message": _encodable(str(exc)),
+        "traceback": _encodable("".join(lines).rstrip("\n")),
     }
 
 

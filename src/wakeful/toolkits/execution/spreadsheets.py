@@ -500,6 +500,12 @@ def _check_formula(formula: str) -> None:
             f"The formula {formula[:60]!r} does not start with '='. Write it as a spreadsheet "
             "would, e.g. '=SUM(B2:B10)'; to store plain text or a number use spreadsheet_write."
         )
+    illegal = ILLEGAL_CHARACTERS_RE.search(formula)
+    if illegal is not None:
+        raise ToolError(
+            f"The formula {formula[:60]!r} contains the control character "
+            f"U+{ord(illegal.group()):04X}, which .xlsx files cannot store. Remove it."
+        )
     try:
         tokens = Tokenizer(formula).items
     except (TokenizerError, ValueError, IndexError) as exc:  # IndexError: an extra ')'

@@ -21,13 +21,15 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
 from ...errors import ToolError
 from ...safety.confirmations import Confirmations, precheck_result
 from ...safety.idempotency import IdempotencyLedger, NotExecuted
-from ...services import settings_of
+from ...services import Services, settings_of
+from ...tools.http import HttpErrors, http_client, nothing_sent
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
+from .settings import WebhookSettings
 
 BODY_LIMIT = 10_000
 MAX_REQUEST_BODY_CHARS = 1_000_000
@@ -43,35 +45,6 @@ SHOWN_HEADERS = (
 )
 # Headers the transport owns; a model-given value would break or confuse the request.
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
-
-
-class WebhookSettings(BaseModel):
-    """Where call_webhook may send requests, and the secret headers it adds."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    allowed_hosts: tuple[str, ...] | None = None
-    """Host names requests may go to (exact, case-insensitive), e.g. ("hooks.slack.com",);
-    None allows any host."""
-
-    header_env: dict[str, str] = Field(default_factory=dict)
-    """Headers added to every request, by header name, each read from the environment variable
-    named here, e.g. {"Authorization": "HOOK_AUTH"}. Requires `allowed_hosts`."""
-
-    timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    """How long one request may take, connecting and reading together."""
-
-    confirmation_ttl_seconds: float = Field(default=600.0, gt=0, le=86_400)
-    """How long a precheck's confirmation token stays valid."""
-
-    @model_validator(mode="after")
-    def _secrets_need_hosts(self) -> WebhookSettings:
-        if self.header_env and self.allowed_hosts is None:
-            raise ValueError(
-                "header_env adds secret headers to every request, so allowed_hosts must list "
-                "the hosts that may receive them; set allowed_hosts too."
-            )
-        return self
 
 
 @tool(
@@ -191,7 +164,7 @@ async def call_webhook(
     preview = _preview(request)
 
     async def send() -> ToolResult:
-        result, reached = await _send(request, settings)
+        result, reached = await _send(request, settings, ctx.services)
         if not reached and idempotency_key is not None:
             # Nothing left this machine, so the key is released for a retry once it is fixed.
             raise NotExecuted(result.content + " The idempotency key is free for a retry.")
@@ -212,7 +185,7 @@ async def call_webhook(
         confirmation = await confirmations.issue(ctx.tool_name, arguments, preview)
         return precheck_result(ctx.tool_name, confirmation, preview)
     await confirmations.redeem(confirmation_token, ctx.tool_name, arguments)
-    result, _reached = await _send(request, settings)
+    result, _reached = await _send(request, settings, ctx.services)
     if result.is_error:
         await confirmations.mark_failed(confirmation_token, result.content)
         result.content += (
@@ -325,6 +298,11 @@ def _check_header(name: str, value: str) -> None:
             f"The value of header {name!r} contains a line break or NUL, which would split the "
             "request. Give the value on one line."
         )
+    if not value.isascii():
+        raise ToolError(
+            f"The value of header {name!r} has characters outside ASCII ({value!r}), which HTTP "
+            "headers cannot carry. Use ASCII only, e.g. percent-encode the text."
+        )
     if name.lower() in _RESERVED_HEADERS:
         raise ToolError(
             f"The header {name!r} is set by the HTTP client itself and cannot be given. Leave "
@@ -358,41 +336,42 @@ def _preview(request: _Request) -> str:
     return text
 
 
-async def _send(request: _Request, settings: WebhookSettings) -> tuple[ToolResult, bool]:
+async def _send(
+    request: _Request, settings: WebhookSettings, services: Services
+) -> tuple[ToolResult, bool]:
     """The response as a result, and whether the request reached the server at all."""
-    where = f"{request.method} {request.url}"
     try:
-        async with httpx2.AsyncClient(
-            timeout=httpx2.Timeout(settings.timeout_seconds), follow_redirects=False
-        ) as client:
+        async with http_client(services, timeout_seconds=settings.timeout_seconds) as client:
             response = await client.request(
                 request.method,
                 request.url,
                 content=request.content,
                 headers={**request.headers, **request.secret_headers},
             )
-    except (httpx2.ConnectError, httpx2.ConnectTimeout):
-        message = (
-            f"Could not connect for {where}: the host is unknown, not reachable, refused the "
-            "connection or did not accept it in time, so nothing was sent. Check the URL."
-        )
-        return ToolResult.error(message), False
-    except httpx2.TimeoutException:
-        message = (
-            f"{where} did not answer within {settings.timeout_seconds:g} s. The request may or "
-            "may not have taken effect; check before sending it again."
-        )
-        return ToolResult.error(message), True
     except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
-        message = (
-            f"{where} failed ({type(exc).__name__}) after the connection was made. The request "
-            "may or may not have taken effect; check before sending it again."
-        )
-        return ToolResult.error(message), True
-    return _answer(request, response), True
+        error = _errors(request, settings).for_exception(exc)
+        return ToolResult.error(str(error)), not nothing_sent(exc)
+    return _answer(request, response, settings), True
 
 
-def _answer(request: _Request, response: httpx2.Response) -> ToolResult:
+def _errors(request: _Request, settings: WebhookSettings) -> HttpErrors:
+    return HttpErrors(
+        target=f"{request.method} {request.url}",
+        timeout_seconds=settings.timeout_seconds,
+        check="Check the URL.",
+        retry="Check whether it did before sending it again.",
+        changes=True,
+        status_advice={
+            401: "The server refused the credentials; check the headers configured in "
+            "header_env of the webhook settings, or the token in the URL.",
+            403: "The server refused the credentials; check the headers configured in "
+            "header_env of the webhook settings, or the token in the URL.",
+        },
+        refused="The server refused the request; fix what the body says (URL, body, headers).",
+    )
+
+
+def _answer(request: _Request, response: httpx2.Response, settings: WebhookSettings) -> ToolResult:
     body = response.text
     truncated = len(body) > BODY_LIMIT
     shown_body = body[:BODY_LIMIT]
@@ -414,17 +393,10 @@ def _answer(request: _Request, response: httpx2.Response) -> ToolResult:
     }
     if status >= 400:
         excerpt = body[:500] + ("…" if len(body) > 500 else "")
-        advice = (
-            "The server failed; the request may or may not have taken effect, check before "
-            "sending it again."
-            if status >= 500
-            else "The server refused the request; fix what the body says (URL, body, headers)."
-        )
-        shown = excerpt or "(empty body)"
+        # The body is shown below, whole up to 500 characters, rather than as a one-line excerpt.
+        message = _errors(request, settings).status_message(response, said="")
         return ToolResult(
-            f"{request.method} {request.url} answered {head}. {advice}\n\n{shown}",
-            is_error=True,
-            structured=structured,
+            f"{message}\n\n{excerpt or '(empty body)'}", is_error=True, structured=structured
         )
     return ToolResult(text, structured=structured)
 

@@ -238,7 +238,9 @@ async def _remote(
         auth = (source.username, password)
     service = f"the calendar {name!r}"
     if source.kind == "ics":
-        response = await fetch(public, "calendar_events", service, source.url, auth=auth)
+        response = await fetch(
+            public, "calendar_events", service, source.url, auth=auth, services=ctx.services
+        )
         check_status(response, service, "Check the calendar's URL and credentials in settings.")
         return [_parse(response.content, name)]
     response = await fetch(
@@ -250,6 +252,7 @@ async def _remote(
         content=_calendar_query(window_start, window_end).encode(),
         headers={"Depth": "1", "Content-Type": "application/xml; charset=utf-8"},
         auth=auth,
+        services=ctx.services,
     )
     check_status(response, service, "Check the CalDAV collection URL and credentials.")
     try:
@@ -316,6 +319,14 @@ def _expand(
             raise ToolError(
                 f"The events of {shown} cannot be expanded: {exc}. The file has an invalid "
                 "date or recurrence rule; fix or export it again."
+            ) from exc
+        except OverflowError as exc:
+            # Expanding looks a little before and after the window; at year 1 or 9999 that
+            # leaves the dates Python can hold.
+            raise ToolError(
+                f"The window from {window_start.isoformat()} to {window_end.isoformat()} is too "
+                "close to year 1 or year 9999 to look for events around it. Ask for a window "
+                "between the years 2 and 9998."
             ) from exc
         for event in occurrences:
             begin = event.get("DTSTART")

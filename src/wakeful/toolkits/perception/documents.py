@@ -322,7 +322,8 @@ def _window(
     described = kind
     structured: dict[str, Any] = {"path": shown_path, "format": converted.format}
     text = converted.text
-    if converted.format == "pdf":
+    # An empty file (or a PDF without pages) has no pages to show: said below, as no text.
+    if converted.format == "pdf" and (converted.parts or pages is not None):
         count = len(converted.parts)
         chosen = pages or list(range(1, count + 1))
         past = [n for n in chosen if n > count]
