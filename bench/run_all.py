@@ -5,11 +5,16 @@
 `--quick` passes `--quick` to each (about 1 minute in all instead of about 5, most of it the
 tool discovery benchmark, which also runs MiniLM when `wakeful[embeddings]` is installed);
 `--output` also writes everything printed to FILE, to paste into docs/benchmarks.md.
+
+Some benchmarks need an extra beyond `pip install -e .` (:data:`NEEDS`): `[bench]` for the
+pydantic-ai baseline, `[test]` for uvicorn. A benchmark whose module is missing is not started;
+the report names the extra to install instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 import time
@@ -36,6 +41,21 @@ BENCHMARKS = (
 )
 # Benchmarks that live in a folder of their own, by name.
 SCRIPTS = {"discovery": Path("discovery") / "run.py"}
+# What a benchmark imports beyond wakeful's own dependencies: (module, the extra that installs it).
+NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "loop_overhead": (("pydantic_ai", "bench"),),
+    "mcp_round_trip": (("uvicorn", "test"),),
+}
+
+
+def missing_extras(name: str) -> list[str]:
+    """What to install before benchmark `name` can run: one line per missing module."""
+    return [
+        f"{name} needs {module}, which the [{extra}] extra installs: "
+        f".venv/bin/pip install -e '.[{extra}]' (or '.[bench,test]' for every benchmark)."
+        for module, extra in NEEDS.get(name, ())
+        if importlib.util.find_spec(module) is None
+    ]
 
 
 def run(name: str, quick: bool) -> tuple[str, float, int]:
@@ -60,6 +80,13 @@ def main() -> None:
     print("\n".join(lines), flush=True)
     failed = []
     for name in args.only or BENCHMARKS:
+        missing = missing_extras(name)
+        if missing:
+            section = f"## {name} (not run)\n\n" + "\n".join(missing) + "\n"
+            print(section, flush=True)
+            lines.append(section)
+            failed.append(name)
+            continue
         output, elapsed, code = run(name, args.quick)
         section = f"## {name} ({elapsed:.1f} s)\n\n{output.rstrip()}\n"
         print(section, flush=True)
@@ -69,7 +96,7 @@ def main() -> None:
     if args.output is not None:
         args.output.write_text("\n".join(lines))
     if failed:
-        sys.exit(f"These benchmarks exited with an error: {', '.join(failed)}.")
+        sys.exit(f"These benchmarks did not run or exited with an error: {', '.join(failed)}.")
 
 
 if __name__ == "__main__":

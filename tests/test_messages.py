@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pydantic
+from openai.types.chat import ChatCompletionMessageParam
+
 from wakeful.messages import (
     AssistantMessage,
     Message,
@@ -65,10 +70,44 @@ def test_openai_shape() -> None:
     assert to_openai_shape(AssistantMessage(content="", tool_calls=[A])) == {
         "role": "assistant",
         "content": "",
-        "tool_calls": [{"id": "a", "name": "t", "arguments": "{}"}],
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+        ],
     }
     assert to_openai_shape(ToolMessage(tool_call_id="a", name="t", content="r")) == {
         "role": "tool",
         "tool_call_id": "a",
         "content": "r",
+    }
+
+
+def test_the_openai_shape_is_what_the_openai_sdk_accepts() -> None:
+    # Validated with the SDK's own request types: a message the API would reject fails here.
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ChatCompletionMessageParam)
+    call = ToolCall.make("get_weather", city="Paris")
+    trajectory: list[Message] = [
+        SystemMessage(content="s"),
+        UserMessage(content="weather?"),
+        AssistantMessage(content="Let me look.", tool_calls=[call]),
+        ToolMessage(tool_call_id=call.id, name="get_weather", content="sunny"),
+        AssistantMessage(content="Sunny."),
+    ]
+    for message in trajectory:
+        shape = to_openai_shape(message)
+        validated = adapter.validate_python(shape)
+        if "tool_calls" in validated:
+            validated["tool_calls"] = [dict(c) for c in validated["tool_calls"]]
+        assert validated == shape  # nothing the SDK does not know, nothing missing
+    calls = to_openai_shape(trajectory[2])["tool_calls"]
+    assert calls == [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        }
+    ]
+    assert to_openai_shape(trajectory[3]) == {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "content": "sunny",
     }

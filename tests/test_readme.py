@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -34,3 +37,34 @@ def test_the_readme_starts_with_the_two_setup_commands() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/wakeful demo async",
         "./scripts/test",
     ]
+
+
+@pytest.mark.slow
+def test_the_tour_after_the_demo_works_as_written(tmp_path: Path) -> None:
+    # The block that starts with the demo: each command is run as the README gives it, in a
+    # fresh folder, with only the demo sped up.
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    [tour] = [b for b in blocks if b.startswith("wakeful demo async")]
+    outputs = []
+    for line in tour.strip().splitlines():
+        words = shlex.split(line)
+        assert words[0] == "wakeful"
+        if words[1] == "demo":
+            words += ["--speed", "20"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "wakeful", *words[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        outputs.append(proc.stdout)
+    demo, events, tasks, timers, audit = outputs
+    store = ".wakeful/demo/three_scripts.db"
+    assert f"stored in {store}" in demo and f"wakeful tasks --store {store}" in demo
+    assert "user.input" in events and "tool.result" in events
+    assert tasks.count("run_shell") == 3 and "cancelled" in tasks
+    assert timers.startswith("No timers in ")
+    assert "run_shell" in audit and "cancel_task" in audit

@@ -179,7 +179,6 @@ Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
 ]
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
-MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 def message_from_json(text: str | bytes) -> Message:
@@ -191,12 +190,23 @@ def message_to_json(message: Message) -> str:
 
 
 def to_openai_shape(message: Message) -> dict[str, Any]:
-    """The message in the plain OpenAI shape used by `wakeful demo async --json`."""
+    """The message in the OpenAI Chat Completions shape, as `wakeful demo async --json` prints it.
+
+    Tool calls are `{"id", "type": "function", "function": {"name", "arguments"}}` with the
+    arguments as a JSON string, and tool results `{"role": "tool", "tool_call_id", "content"}`,
+    so the output can be sent to an OpenAI-compatible API as it is. Attachments, which that
+    shape has no field for, ride along under an extra `attachments` key.
+    """
     if isinstance(message, AssistantMessage):
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
             out["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
             ]
         return out
     if isinstance(message, ToolMessage):

@@ -21,7 +21,7 @@ from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from wakeful.channels.console import HELP, ConsoleChannel
+from wakeful.channels.console import HELP, UNSENT_LABEL, ConsoleChannel, ConsoleObserver
 from wakeful.messages import ToolMessage
 from wakeful.models import FunctionModel, ScriptedModel, call, say, use
 from wakeful.models.base import Model
@@ -54,13 +54,16 @@ def build_tool(may_finish: anyio.Event) -> Tool:
     return build
 
 
-def runtime(model: Model, tmp_path: Path, *tools: Tool) -> Runtime:
+def runtime(
+    model: Model, tmp_path: Path, *tools: Tool, observer: ConsoleObserver | None = None
+) -> Runtime:
     return Runtime(
         model=model,
         tools=[reply_to_user, wait_seconds, *tools],
         with_core_tools=False,
         with_timers=False,
         store_path=tmp_path / "wakeful.db",
+        observer=observer,
     )
 
 
@@ -281,3 +284,72 @@ async def test_a_call_waiting_for_approval_is_listed_and_answered_from_the_conso
         events = [kind for kind, _, _ in await stored_events(rt)]
     assert not (tmp_path / "src").exists()
     assert events == ["user.input"]  # the answers went to the approvals, not to the agent
+
+
+@pytest.mark.parametrize("verbose", [True, False])
+async def test_an_answer_in_plain_text_is_shown_marked_as_not_sent(
+    tmp_path: Path, verbose: bool
+) -> None:
+    # A model that never calls reply_to_user, as small local models often do.
+    console = screen()
+    model = FunctionModel(lambda messages, tools: say("The answer is [42]."))
+    observer = ConsoleObserver(console, verbose=verbose)
+    async with runtime(model, tmp_path, observer=observer) as rt:
+        with anyio.fail_after(5):
+            await ConsoleChannel(rt, stream=io.StringIO("what is it?\n"), console=console).run()
+        assert rt.outbox.sent == []  # nothing was sent: send_assistant_text is off
+    assert printed(console) == f"{UNSENT_LABEL} The answer is [42].\n"
+
+
+async def test_plain_text_the_runtime_sends_is_printed_once(tmp_path: Path) -> None:
+    from wakeful.agent.session import SessionConfig
+
+    console = screen()
+    rt = Runtime(
+        model=ScriptedModel([say("Sent as it is.")]),
+        tools=[reply_to_user],
+        with_core_tools=False,
+        with_timers=False,
+        store_path=tmp_path / "wakeful.db",
+        session_config=SessionConfig(send_assistant_text=True),
+        observer=ConsoleObserver(console, assistant_text_sent=True),
+    )
+    async with rt:
+        with anyio.fail_after(5):
+            await ConsoleChannel(rt, stream=io.StringIO("hello\n"), console=console).run()
+    assert printed(console) == "wakeful> Sent as it is.\n"
+
+
+async def test_text_beside_tool_calls_is_shown_dimmed_only_when_verbose(tmp_path: Path) -> None:
+    console = screen()
+    model = ScriptedModel(
+        [
+            use(call("wait_seconds", seconds=0), text="Let me wait a moment."),
+            use(call("reply_to_user", text="Done.")),
+            say(""),
+        ]
+    )
+    async with runtime(model, tmp_path, observer=ConsoleObserver(console)) as rt:
+        with anyio.fail_after(5):
+            await ConsoleChannel(rt, stream=io.StringIO("wait\n"), console=console).run()
+    lines = printed(console).splitlines()
+    assert lines[0] == "  Let me wait a moment."
+    assert lines[-1] == "wakeful> Done."
+    assert UNSENT_LABEL not in printed(console)
+
+
+class Terminal(io.StringIO):
+    """Typed lines that look as if they came from a terminal, so the banner is shown."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_the_banner_and_help_show_bracketed_words_as_written(tmp_path: Path) -> None:
+    console = Console(file=io.StringIO(), width=1000, highlight=False)
+    async with runtime(ScriptedModel([]), tmp_path) as rt:
+        with anyio.fail_after(5):
+            await ConsoleChannel(rt, stream=Terminal("/help\n"), console=console).run()
+    banner, again = printed(console).splitlines()
+    assert banner == again == HELP
+    assert "/stop [reason] interrupts" in banner

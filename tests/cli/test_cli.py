@@ -24,7 +24,8 @@ from typer.testing import CliRunner, Result
 
 from models.wire_servers import Reply, WireServer, serve_wire, sse
 from wakeful.channels.timers import TimerRecord
-from wakeful.cli.app import NO_MODEL_HELP, app
+from wakeful.cli.app import app
+from wakeful.cli.run import NO_MODEL_HELP
 from wakeful.config import DEFAULT_CONFIG_TOML, load_config
 from wakeful.events import Event, Source, user_input
 from wakeful.messages import ToolMessage
@@ -699,6 +700,28 @@ def subprocess_env() -> dict[str, str]:
         if key not in dropped and not key.lower().endswith("_proxy")
     }
     return env | {"NO_PROXY": "127.0.0.1,localhost"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("quiet", [False, True])
+async def test_run_shows_an_answer_the_model_gave_in_plain_text(
+    tmp_path: Path, quiet: bool
+) -> None:
+    # A model that answers without calling reply_to_user, as small local models often do.
+    async with serve_wire(WireServer()) as server:
+        server.script(text_reply("The answer is [42]."))
+        config = write_config(tmp_path, f"{server.url}/v1")
+        command = [sys.executable, "-m", "wakeful", "run", "--config", str(config)]
+        command += ["--quiet"] if quiet else []
+        with anyio.fail_after(30):
+            finished = await anyio.run_process(
+                command, input=b"what is it?\n", cwd=tmp_path, env=subprocess_env(), check=False
+            )
+
+    assert finished.returncode == 0, finished.stderr.decode()
+    assert finished.stdout.decode() == (
+        "wakeful (plain text, not sent with reply_to_user)> The answer is [42].\n"
+    )
 
 
 @pytest.mark.anyio

@@ -9,9 +9,10 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
+from toolsets_data import TOOLSETS
 from wakeful.cli.tools_search import register
 
-DATA = Path("/work/shared/data/toolsets")
+DATA = TOOLSETS
 
 CATALOG = {
     "name": "tiny",
@@ -78,8 +79,53 @@ def test_queries_json_lines_in_input_order(catalog: Path, tmp_path: Path) -> Non
     assert all(len(line["results"]) <= 2 for line in lines)
     scores = [r["score"] for r in lines[1]["results"]]
     assert scores == sorted(scores, reverse=True)
-    assert "found" not in lines[0]
+    assert lines[0]["found"] is True  # always there, true or false
     assert lines[2]["found"] is False
+
+
+def test_a_batch_judges_each_query_exactly_as_a_single_need(catalog: Path, tmp_path: Path) -> None:
+    needs = [
+        "weather forecast for Paris",
+        "stock price of Apple",
+        "bake a chocolate cake",
+        "news",
+        "turn off the lights",
+    ]
+    queries = write_queries(
+        tmp_path / "q.jsonl", *(json.dumps({"id": i, "query": n}) for i, n in enumerate(needs))
+    )
+    batch = run("--catalog", str(catalog), "--queries", str(queries), "--k", "3", "--json")
+    assert batch.exit_code == 0, batch.output
+    for line, need in zip(batch.stdout.splitlines(), needs, strict=True):
+        single = json.loads(run("--catalog", str(catalog), "--k", "3", "--json", need).stdout)
+        judged = json.loads(line)
+        assert judged["found"] is single["found"], need
+        if single["found"]:
+            assert judged["results"][: len(single["results"])] == single["results"]
+
+
+def test_table_cells_show_the_description_on_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "indented"
+    folder.mkdir()
+    described = {
+        "name": "indented",
+        "servers": [
+            {
+                "name": "finance",
+                "description": "Stock market data.",
+                "tools": [
+                    {
+                        "name": "get_stock_price",
+                        "description": "Current price\n        of a stock   symbol.\n\n    Args: x",
+                    }
+                ],
+            }
+        ],
+    }
+    (folder / "catalog.json").write_text(json.dumps(described), encoding="utf-8")
+    result = run("--catalog", str(folder), "current stock price")
+    assert result.exit_code == 0, result.output
+    assert "Current price of a stock symbol. Args: x" in result.stdout
 
 
 def test_catalog_file_path_and_default_k(catalog: Path, tmp_path: Path) -> None:

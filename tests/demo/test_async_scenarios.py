@@ -109,7 +109,7 @@ async def test_three_scripts_cancel_the_slow_one_and_report(tmp_path: Path) -> N
     assert check_trajectory(msgs) == []
 
 
-def test_demo_json_prints_each_trajectory_in_the_openai_shape() -> None:
+def test_demo_json_prints_each_trajectory_in_the_openai_shape(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable,
@@ -117,6 +117,8 @@ def test_demo_json_prints_each_trajectory_in_the_openai_shape() -> None:
             "wakeful",
             "demo",
             "async",
+            "--store-dir",
+            str(tmp_path),
             "--json",
             "--speed",
             "20",
@@ -137,9 +139,13 @@ def test_demo_json_prints_each_trajectory_in_the_openai_shape() -> None:
     body = lines[1 : heads[1]]
     assert body[0]["role"] == "system"
     calls = [m for m in body if m.get("tool_calls")]
-    assert set(calls[0]["tool_calls"][0]) == {"id", "name", "arguments"}
+    assert set(calls[0]["tool_calls"][0]) == {"id", "type", "function"}
+    assert set(calls[0]["tool_calls"][0]["function"]) == {"name", "arguments"}
     results = [m for m in body if m["role"] == "tool"]
     assert all(set(m) == {"role", "tool_call_id", "content"} for m in results)
+    # stdout holds only the trajectories; where the stores are goes to stderr.
+    assert f"wakeful events tail --store {tmp_path / 'batched_instructions.db'}" in proc.stderr
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == ["batched_instructions.db", "stop.db"]
 
 
 def test_demo_rejects_an_unknown_scenario() -> None:

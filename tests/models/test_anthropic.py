@@ -512,6 +512,24 @@ async def test_a_rejected_api_key_says_where_to_fix_it(
     assert len(server.requests) == 1
 
 
+async def test_a_rejected_key_read_from_a_configured_variable_names_that_variable(
+    server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-ant-mine")
+    server.script(error_reply(401, "authentication_error", "invalid x-api-key"))
+
+    async with AnthropicModel(
+        "claude-test", base_url=server.url, api_key_env="MY_KEY", max_retries=0
+    ) as m:
+        with pytest.raises(ModelAPIError) as caught:
+            await collect(m)
+
+    assert caught.value.status_code == 401
+    assert "$MY_KEY (api_key_env in wakeful.toml)" in str(caught.value)
+    assert "ANTHROPIC_API_KEY" not in str(caught.value)
+    assert server.requests[0].headers["authorization"] == "Bearer sk-ant-mine"
+
+
 async def test_the_guard_blocks_remote_servers_before_any_request() -> None:
     assert guard.ALLOW_MODEL_REQUESTS is False
     model = AnthropicModel("claude-test", base_url="https://api.example.com")

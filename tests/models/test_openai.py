@@ -427,6 +427,23 @@ async def test_a_rejected_api_key_says_where_to_fix_it(server: WireServer) -> No
     assert server.requests[0].headers["authorization"] == "Bearer sk-bad"
 
 
+async def test_a_rejected_key_read_from_a_configured_variable_names_that_variable(
+    server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-mine")
+    server.script(error_reply(401, "Incorrect API key provided."))
+    url = f"{server.url}/v1"
+
+    async with OpenAIChatModel("test-model", base_url=url, api_key_env="MY_KEY") as m:
+        with pytest.raises(ModelAPIError) as caught:
+            await collect(m)
+
+    assert caught.value.status_code == 401
+    assert "$MY_KEY (api_key_env in wakeful.toml)" in str(caught.value)
+    assert "OPENAI_API_KEY" not in str(caught.value)
+    assert server.requests[0].headers["authorization"] == "Bearer sk-mine"
+
+
 async def test_the_guard_blocks_remote_servers_before_any_request() -> None:
     assert guard.ALLOW_MODEL_REQUESTS is False
     model = OpenAIChatModel("gpt-test", base_url="https://api.example.com/v1")

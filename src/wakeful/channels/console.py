@@ -6,22 +6,31 @@ form `/word` that is no command is refused with a hint rather than sent, so a mi
 never reaches the agent as text; `//` at the start of a line sends the rest (with one `/`) as
 text. Messages the agent sends with reply_to_user are printed as they arrive; tool calls and
 results are shown dimmed so the user can follow what the agent does.
+
+Text the model writes without calling reply_to_user is not a message to the user (unless the
+agent's `send_assistant_text` is on), but it is never hidden either: a turn that ends in plain
+text (small local models often answer that way) is printed, marked as not sent, so the chat never
+goes silent without a hint.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 import anyio
 from rich.console import Console
 from rich.markup import escape
 
-from ..events import user_input, user_interrupt
+from ..events import Event, user_input, user_interrupt
 from ..messages import AssistantMessage, Message, ToolMessage
 from ..models.base import StreamPart
-from ..runtime.runtime import Runtime
+
+if TYPE_CHECKING:
+    from ..safety.approvals import Approvals
+    from ..services import Outbox
+    from ..tools.tasks import TaskManager
 
 HELP = (
     "Type a message and press Enter. /stop [reason] interrupts, /tasks lists tasks, "
@@ -35,14 +44,49 @@ _COMMAND: Final = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
 COMMANDS: Final = ("help", "quit", "stop", "tasks", "approvals", "approve", "deny")
 
 
-class ConsoleObserver:
-    """Shows the agent's tool calls and results as they are recorded."""
+UNSENT_LABEL: Final = "wakeful (plain text, not sent with reply_to_user)>"
+"""How the console marks text the model wrote without sending it to the user."""
 
-    def __init__(self, console: Console, *, verbose: bool = True) -> None:
+
+class ConsoleRuntime(Protocol):
+    """What the console channel needs from a runtime: where replies go, where typed lines go,
+    and the session's tasks and approvals. :class:`wakeful.runtime.Runtime` is one."""
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    @property
+    def tasks(self) -> TaskManager: ...
+
+    @property
+    def approvals(self) -> Approvals | None: ...
+
+    async def submit(self, event: Event, /) -> object: ...
+
+    async def wait_idle(self) -> None: ...
+
+
+class ConsoleObserver:
+    """Shows the agent's tool calls and results as they are recorded, and the text it wrote
+    without sending it.
+
+    `assistant_text_sent` mirrors the agent's `send_assistant_text`: when it is on, the runtime
+    sends a final plain-text turn through the outbox, so the channel prints it and this observer
+    does not. When it is off, a turn that ends in plain text is printed here, marked with
+    :data:`UNSENT_LABEL`, even with `verbose=False`: otherwise the user would see nothing at all.
+    Text that comes with tool calls is shown dimmed, with the calls, when `verbose`.
+    """
+
+    def __init__(
+        self, console: Console, *, verbose: bool = True, assistant_text_sent: bool = False
+    ) -> None:
         self.console = console
         self.verbose = verbose
+        self.assistant_text_sent = assistant_text_sent
 
     def on_message(self, session: str, message: Message) -> None:
+        if isinstance(message, AssistantMessage):
+            self._show_text(message)
         if not self.verbose:
             return
         if isinstance(message, AssistantMessage):
@@ -57,6 +101,15 @@ class ConsoleObserver:
                 f"[dim]  ← {escape(message.name)} [{message.status}] {escape(first)}[/dim]"
             )
 
+    def _show_text(self, message: AssistantMessage) -> None:
+        text = message.content.strip()
+        if not text or self.assistant_text_sent:
+            return
+        if not message.tool_calls:
+            self.console.print(f"[bold yellow]{UNSENT_LABEL}[/bold yellow] {escape(text)}")
+        elif self.verbose:
+            self.console.print(f"[dim]  {escape(text)}[/dim]")
+
     def on_stream_part(self, session: str, part: StreamPart) -> None:
         pass
 
@@ -69,11 +122,15 @@ class ConsoleObserver:
 
 
 class ConsoleChannel:
-    """Reads the user's lines from a text stream and prints what the agent sends."""
+    """Reads the user's lines from a text stream and prints what the agent sends.
+
+    It needs only a :class:`ConsoleRuntime` (where replies go, where typed lines go, the
+    session's tasks and approvals), not the whole runtime.
+    """
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: ConsoleRuntime,
         *,
         session: str = "main",
         stream: TextIO | None = None,
@@ -96,7 +153,7 @@ class ConsoleChannel:
         """Read lines until /quit or end of input; then wait for the agent to finish."""
         interactive = self.stream.isatty()
         if interactive:
-            self.console.print(f"[dim]{HELP}[/dim]")
+            self.console.print(f"[dim]{escape(HELP)}[/dim]")
         while True:
             line = await anyio.to_thread.run_sync(self.stream.readline, abandon_on_cancel=True)
             if not line:
@@ -123,7 +180,7 @@ class ConsoleChannel:
         if name == "quit":
             return False
         if name == "help":
-            self.console.print(f"[dim]{HELP}[/dim]")
+            self.console.print(f"[dim]{escape(HELP)}[/dim]")
         elif name == "tasks":
             self.show_tasks()
         elif name == "stop":

@@ -19,30 +19,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from .console import err, fail, out
-from .store import InspectConfigOption, reading_store
+from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_store
 
 __all__ = ["audit_app", "parse_since", "register"]
 
 audit_app = typer.Typer(
     help="Read the audit log: every tool call, its safety decisions, status and duration.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
 _DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
-StoreOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--store",
-        "--db",
-        help="The store file itself (default: the store of the configuration, "
-        ".wakeful/wakeful.db).",
-        dir_okay=False,
-        show_default=False,
-    ),
-]
 SinceOption = Annotated[
     str | None,
     typer.Option(
@@ -85,6 +75,7 @@ def stats_command(
     config: InspectConfigOption = None,
     store: StoreOption = None,
     since: SinceOption = None,
+    db: DbAliasOption = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help='One JSON object: {"since", "tools": {name: {...}}}.'),
@@ -94,7 +85,7 @@ def stats_command(
     from ..safety.audit import stats
 
     start = parse_since(since) if since is not None else None
-    with reading_store(config, store) as reader:
+    with reading_store(config, store, db) as reader:
         rows = stats(reader, since=start)
         if as_json:
             body: dict[str, Any] = {
@@ -133,6 +124,7 @@ def export_command(
     config: InspectConfigOption = None,
     store: StoreOption = None,
     since: SinceOption = None,
+    db: DbAliasOption = None,
     session: Annotated[
         str | None, typer.Option("--session", "-s", help="Only this session.", show_default=False)
     ] = None,
@@ -154,7 +146,7 @@ def export_command(
     from ..safety.audit import export_jsonl
 
     start = parse_since(since) if since is not None else None
-    with reading_store(config, store) as reader:
+    with reading_store(config, store, db) as reader:
 
         async def export() -> int:
             if output is None:

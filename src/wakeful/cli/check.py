@@ -3,6 +3,11 @@ a script (`--json`) or a stream of commands (`--jsonl`, one `{"cmd": …}` objec
 
 The policy is :class:`wakeful.safety.commands.CommandPolicy`; its settings come from the
 `[safety.commands]` table of a configuration file (`--config`) and `--workspace`.
+
+For one command line the exit status is the verdict, so a script can branch on it without
+reading the output: 0 allow, 1 ask, 3 deny (:data:`EXIT_CODES`); 2 is a usage or configuration
+error, as for every `wakeful` command. With `--jsonl` the verdicts are in the output and the
+status says only whether every line could be read (0) or not (1).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from rich.markup import escape
 from ..safety.commands import CommandDecision, CommandPolicy, PolicySettings
 from .console import fail, out
 
-__all__ = ["load_policy_settings", "register"]
+__all__ = ["EXIT_CODES", "load_policy_settings", "register"]
 
 _STYLES: Final = {"allow": "bold green", "ask": "bold yellow", "deny": "bold red"}
+EXIT_CODES: Final = {"allow": 0, "ask": 1, "deny": 3}
+"""The exit status of `check-command` for one command line, by verdict (2 is a usage error)."""
 _JSONL_SHAPE: Final = 'one JSON object a line, e.g. {"cmd": "ls -la"} (optionally with "cwd")'
 
 
@@ -30,7 +37,9 @@ def register(app: typer.Typer) -> None:
     """Add the `check-command` command to the `wakeful` application."""
     app.command(
         "check-command",
-        help="Check a shell command against the command policy: allow, ask or deny, and why.",
+        help="Check a shell command against the command policy: allow, ask or deny, and why. "
+        "Exit status: 0 allow, 1 ask, 3 deny, 2 a usage or configuration error; with --jsonl, "
+        "0 when every line was read and 1 otherwise.",
     )(check_command)
 
 
@@ -121,6 +130,7 @@ def check_command(
         typer.echo(json.dumps(decision.to_json(), ensure_ascii=False))
     else:
         _print_readable(" ".join(command), decision)
+    raise typer.Exit(EXIT_CODES[decision.decision])
 
 
 def _check_lines(policy: CommandPolicy) -> int:

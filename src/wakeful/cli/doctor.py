@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from ..errors import StoreError, UserError
 from .console import fail, out
+from .store import DbAliasOption, store_option
 
 if TYPE_CHECKING:
     from ..config import WakefulConfig
@@ -68,11 +69,15 @@ def doctor(
     ] = None,
     store: Annotated[
         Path | None,
-        typer.Option("--store", "--db", help="The store file to check, instead of the config's."),
+        typer.Option(
+            "--store", help="The store file to check, instead of the config's.", show_default=False
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    db: DbAliasOption = None,
 ) -> None:
     """Check a store (read-only) and the machine: sandbox, disk space, model endpoint."""
+    store = store_option(store, db)
     cfg = _load_config(config)
     if store is None and cfg is None:
         raise fail(

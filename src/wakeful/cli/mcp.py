@@ -1,12 +1,15 @@
 """`wakeful mcp …`: run wakeful's MCP servers, over stdio (the default) or Streamable HTTP.
 
-`mcp_app` is a Typer sub-application; the main CLI mounts it as `wakeful mcp`. It also runs on
+`mcp_app` is a Typer sub-application; `register(app)` mounts it as `wakeful mcp`. It also runs on
 its own: `python -m wakeful.cli.mcp serve perception --root .`.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +18,7 @@ import anyio
 import typer
 
 from ..errors import UserError
+from . import mcp_list, mcp_trust
 from .console import err, fail
 
 if TYPE_CHECKING:
@@ -25,22 +29,21 @@ mcp_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 serve_app = typer.Typer(
-    help="Serve one MCP server over stdio (default) or Streamable HTTP.", no_args_is_help=True
+    help="Serve one MCP server over stdio (default) or Streamable HTTP.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 mcp_app.add_typer(serve_app, name="serve")
+mcp_trust.register(mcp_app)
+mcp_list.register(mcp_app)
 
 
-def _register_trust_commands() -> None:
-    from .mcp_list import register as register_list
-    from .mcp_trust import register
-
-    register(mcp_app)
-    register_list(mcp_app)
-
-
-_register_trust_commands()
+def register(app: typer.Typer) -> None:
+    """Add the `mcp` command group (`serve`, `list`, `audit`, `approve`) to `wakeful`."""
+    app.add_typer(mcp_app, name="mcp")
 
 
 def parse_http_address(value: str | None) -> tuple[str, int] | None:
@@ -150,14 +153,54 @@ async def serve_stdio(server: BridgeServer) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: BridgeServer, host: str, port: int) -> None:
-    """Serve Streamable HTTP at http://host:port/mcp until interrupted."""
+async def serve_http(
+    server: BridgeServer, host: str, port: int, *, sock: socket.socket | None = None
+) -> None:
+    """Serve Streamable HTTP at http://host:port/mcp until interrupted.
+
+    The address is bound before anything is printed (or `sock`, bound by :func:`bind_http`, is
+    used), so a busy port is one clear error rather than "Serving …" followed by uvicorn's.
+    """
     import uvicorn
 
+    bound = sock if sock is not None else bind_http(host, port)
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    err.print(f"Serving {server.name} at http://{host}:{port}/mcp")
-    await uvicorn.Server(config).serve()
+    err.print(f"Serving {server.name} at http://{host}:{port}/mcp", markup=False)
+    with bound:
+        await uvicorn.Server(config).serve(sockets=[bound])
+
+
+def bind_http(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, or a :class:`UserError` that names the port and the fix."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as exc:
+        raise UserError(
+            f"Cannot serve on {host}:{port}: the host {host!r} does not resolve ({exc.strerror}). "
+            "Give an address of this machine, e.g. --http 127.0.0.1:8765."
+        ) from exc
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UserError(
+                f"Cannot serve on {host}:{port}: port {port} is already in use. Stop the program "
+                f"that holds it (e.g. an earlier `wakeful mcp serve`; `ss -ltnp 'sport = :{port}'` "
+                f"names it) or choose another port, e.g. --http {host}:{_other_port(port)}."
+            ) from exc
+        raise UserError(
+            f"Cannot serve on {host}:{port}: {exc.strerror or exc}. Give an address of this "
+            "machine and a free port, e.g. --http 127.0.0.1:8765 (ports below 1024 need root)."
+        ) from exc
+    return sock
+
+
+def _other_port(port: int) -> int:
+    return port + 1 if port < 65535 else port - 1
 
 
 def _check_root(root: Path) -> None:
@@ -194,8 +237,13 @@ def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if address is None:
         anyio.run(serve_stdio, server)
-    else:
-        anyio.run(serve_http, server, *address)
+        return
+    host, port = address
+    try:
+        sock = bind_http(host, port)
+    except UserError as exc:
+        raise fail(str(exc)) from exc
+    anyio.run(functools.partial(serve_http, server, host, port, sock=sock))
 
 
 if __name__ == "__main__":

@@ -237,6 +237,6 @@ def _usage(message: str) -> NoReturn:
 
 
 if __name__ == "__main__":
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     register(app)
     app()

@@ -20,33 +20,56 @@ InspectConfigOption = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="The configuration file whose store to read (default: wakeful.toml).",
+        help="The store's configuration (default: wakeful.toml).",
         dir_okay=False,
         show_default=False,
     ),
 ]
-DbOption = Annotated[
+StoreOption = Annotated[
     Path | None,
-    typer.Option("--db", help="The store file itself, instead of --config.", dir_okay=False),
+    typer.Option(
+        "--store",
+        help="The store file itself, instead of --config (default: the configuration's, "
+        ".wakeful/wakeful.db).",
+        dir_okay=False,
+        show_default=False,
+    ),
 ]
+"""The one spelling of "which store file" in every command that reads a store."""
+DbAliasOption = Annotated[
+    Path | None,
+    typer.Option("--db", hidden=True, dir_okay=False, help="The former spelling of --store."),
+]
+"""`--db`, the former spelling of `--store`, still accepted but no longer shown."""
 
 
-def store_path_of(config: Path | None, db: Path | None) -> Path:
-    """The store file an inspection command reads: --db, or the store of the configuration."""
-    from ..config import load_config
-
-    if config is not None and db is not None:
+def store_option(store: Path | None, db: Path | None) -> Path | None:
+    """The store file named by `--store` or its former spelling `--db` (not both)."""
+    if store is not None and db is not None:
         raise fail(
-            f"Give either --config ({config}) or --db ({db}), not both: --db names the store "
-            "file itself, --config the file that says where it is.",
+            f"Give the store file once, with --store ({store}); --db ({db}) is its former "
+            "spelling.",
             code=2,
         )
-    if db is not None:
-        return db.expanduser()
+    return store if store is not None else db
+
+
+def store_path_of(config: Path | None, store: Path | None) -> Path:
+    """The store file an inspection command reads: --store, or the store of the configuration."""
+    from ..config import load_config
+
+    if config is not None and store is not None:
+        raise fail(
+            f"Give either --config ({config}) or --store ({store}), not both: --store names the "
+            "store file itself, --config the file that says where it is.",
+            code=2,
+        )
+    if store is not None:
+        return store.expanduser()
     if config is not None and not config.exists():
         raise fail(
             f"There is no configuration file at {config}. Pass the file `wakeful run` used, or "
-            "the store itself with --db PATH."
+            "the store itself with --store PATH."
         )
     try:
         return load_config(config or Path("wakeful.toml")).store.path
@@ -55,14 +78,17 @@ def store_path_of(config: Path | None, db: Path | None) -> Path:
 
 
 @contextmanager
-def reading_store(config: Path | None, db: Path | None) -> Iterator[StoreReader]:
+def reading_store(
+    config: Path | None, store: Path | None, db: Path | None = None
+) -> Iterator[StoreReader]:
     """Open the store read-only; any store problem ends the command with its message (exit 1).
 
-    Opening never creates, upgrades or changes the file.
+    `store` is `--store`, `db` its former spelling `--db`. Opening never creates, upgrades or
+    changes the file.
     """
     from ..store.sqlite import Store
 
-    path = store_path_of(config, db)
+    path = store_path_of(config, store_option(store, db))
     if path.is_dir():
         raise fail(
             f"{path} is a directory, not a store file. Give the file, e.g. {path}/wakeful.db."
@@ -70,8 +96,9 @@ def reading_store(config: Path | None, db: Path | None) -> Iterator[StoreReader]
     if not path.exists():
         raise fail(
             f"There is no wakeful store at {path}: the runtime has not run yet with this store "
-            "(it creates the file when it first starts). Start it with `wakeful run`, or point "
-            "--config or --db at the store of a runtime that has run."
+            "(it creates the file when it first starts). Start it with `wakeful run` or "
+            "`wakeful demo async`, or point --config or --store at the store of a runtime that "
+            "has run."
         )
     try:
         with Store.read_only(path) as reader:

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from ..errors import UserError
 from ..tools.lint import LintFinding, lint_definitions, lint_tool
+from . import tools_search
 from .console import fail, out
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "LintReport",
     "lint_mcp_client",
     "lint_stdio_server",
+    "register",
     "tools_app",
 ]
 
@@ -44,7 +46,13 @@ _STDERR_SHOWN_CHARS: Final = 1500
 tools_app = typer.Typer(
     help="Check the tools agents call: their descriptions, schemas and examples.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `tools` command group (`lint`, and `search` from :mod:`.tools_search`)."""
+    app.add_typer(tools_app, name="tools")
 
 
 @dataclass
@@ -294,10 +302,4 @@ def _print_reports(reports: list[LintReport], *, as_json: bool, advice: bool) ->
         out.print("These findings are advice for a third-party server; --strict makes them fail.")
 
 
-def _register_search() -> None:
-    from .tools_search import register
-
-    register(tools_app)
-
-
-_register_search()
+tools_search.register(tools_app)

@@ -1,9 +1,9 @@
 """`wakeful tools search`: rank a catalog's tools for a need, or for a file of labelled queries.
 
-With `--queries FILE.jsonl --json` it prints one JSON line per query, in input order, with the
-ranked results and their scores (and `"found": false` when even the best is under the calibrated
-threshold), which is what the discovery benchmark reads. With a need as argument it prints a table,
-or "no tool found" with advice.
+With `--queries FILE.jsonl` it prints one JSON line per query, in input order, with `found`
+(judged exactly as a single need is: :meth:`ToolIndex.search`) and the ranked results with their
+scores, however weak, which is what the discovery benchmark reads. With a need as argument it
+prints a table, or "no tool found" with advice.
 
 `--embeddings MODEL` adds the model's similarity to the words' (see `wakeful.discovery.hybrid`):
 by default the hybrid ranking, which runs the model through ONNX Runtime for needs of up to 48
@@ -142,13 +142,15 @@ def _search(
     index = _open_index(catalog, index_file, *_embedders(embeddings, ranking, torch))
     if queries is not None:
         for query in load_queries(queries):
-            ranked = index.rank(query.query, count)
+            # The same judgement as one need searched alone, so `found` never differs.
+            judged = index.search(query.query, count)
             line: dict[str, object] = {
                 "id": query.id,
-                "results": [{"server": m.server, "tool": m.tool, "score": m.score} for m in ranked],
+                "found": judged.found,
+                "results": [
+                    {"server": m.server, "tool": m.tool, "score": m.score} for m in judged.ranked
+                ],
             }
-            if not ranked or ranked[0].score < index.ranking.threshold:
-                line["found"] = False
             typer.echo(json.dumps(line, ensure_ascii=False))
         return
     assert need is not None
@@ -176,7 +178,7 @@ def _search(
             f"{match.score:.3f}",
             escape(match.server),
             escape(match.tool),
-            escape(description[:120]),
+            escape(_one_line(description, 120)),
         )
     out.print(table)
 
@@ -237,3 +239,10 @@ def _open_index(
     if index_file is not None:
         index.save(index_file)
     return index
+
+
+def _one_line(text: str, limit: int) -> str:
+    """`text` with every run of whitespace (a catalog's indentation, its line breaks) as one
+    space, cut to `limit` characters: for table cells only; `--json` keeps the text as it is."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,9 +1,9 @@
-"""Experiment 4-5 of the chapter as four runnable scenarios: scripted model, real subprocesses.
+"""Four runnable scenarios of an asynchronous agent: scripted model, real subprocesses.
 
 Each scenario drives a real :class:`~wakeful.runtime.Runtime` with a :class:`FunctionModel`
 that plays the agent's part by reading the trajectory, the way a real model would, and feeds
-user events at the moments the experiment describes. `speed` scales every duration, so the
-three-scripts scenario that takes a minute in the chapter takes a few seconds in the tests.
+user events at the moments a person would type them. `speed` scales every duration, so the
+three-scripts scenario that takes a minute at speed 1 takes a few seconds in the tests.
 """
 
 from __future__ import annotations
@@ -296,8 +296,13 @@ async def run_scenario(
     workdir: Path | None = None,
     observer: object | None = None,
     time_limit: float = 120.0,
+    store_path: Path | None = None,
 ) -> ScenarioResult:
-    """Run one scenario to completion and return its runtime (stopped) and what was sent."""
+    """Run one scenario to completion and return its runtime (stopped) and what was sent.
+
+    With `store_path` the runtime keeps its events, trajectory, tasks and audit log there, for
+    `wakeful events tail`, `tasks` and `audit stats` to read afterwards.
+    """
     make_script, driver = SCENARIOS[name]
     outbox = Outbox()
     from ..agent.session import SessionConfig
@@ -309,6 +314,7 @@ async def run_scenario(
         outbox=outbox,
         with_timers=False,
         workdir=workdir,
+        store_path=store_path,
     )
     async with rt:
         with anyio.fail_after(time_limit):

@@ -100,11 +100,22 @@ def replay_blocks(message: AssistantMessage) -> list[ReplayBlock]:
     return cast(list[ReplayBlock], data.get("thinking_blocks", []))
 
 
+def _api_key_hint(api_key_env: str | None) -> str:
+    """Where the key of a rejected request came from, and so where to fix it."""
+    if api_key_env is None:
+        return "pass api_key= to AnthropicModel or set ANTHROPIC_API_KEY"
+    return (
+        f"the key is read from ${api_key_env} (api_key_env in wakeful.toml); set it to a valid key"
+    )
+
+
 class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
     """A Claude model behind the Anthropic Messages API (or a server that speaks it).
 
     `base_url` defaults to `ANTHROPIC_BASE_URL` or the Anthropic API; `api_key` defaults to the
-    SDK's own resolution (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, profiles). `max_tokens`
+    variable `api_key_env` names when given, else to the SDK's own resolution
+    (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, profiles); a rejected key's error names the
+    same place. `max_tokens`
     applies when a request sets none. `thinking` is passed through, e.g. `{"type": "adaptive"}`
     or `{"type": "enabled", "budget_tokens": 2048}`. With `prompt_caching` the request asks the
     API to cache the prompt up to its last block, which makes each turn of a long session cheap.
@@ -133,11 +144,13 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
         prompt_caching: bool = True,
         vision: bool = True,
         name: str | None = None,
+        api_key_env: str | None = None,
     ) -> None:
         super().__init__(max_retries=max_retries, backoff=backoff)
         self.model = model
         self.name = name or model
         self.vision = vision
+        self.api_key_env = api_key_env
         explicit_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
         self.base_url = explicit_url or ANTHROPIC_BASE_URL
         self.max_tokens = max_tokens
@@ -150,11 +163,13 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
             provider=PROVIDER,
             model=model,
             base_url=self.base_url,
-            api_key_hint="pass api_key= to AnthropicModel or set ANTHROPIC_API_KEY",
+            api_key_hint=_api_key_hint(api_key_env),
         )
 
     async def _open_client(self) -> anthropic.AsyncAnthropic:
         api_key = self._api_key
+        if api_key is None and self.api_key_env is not None:
+            api_key = os.environ.get(self.api_key_env) or None
         key_in_env = any(os.environ.get(v) for v in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"))
         if api_key is None and not key_in_env and self._custom_server:
             api_key = _KEY_FOR_KEYLESS_SERVERS
@@ -168,7 +183,7 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
             await client.close()
             raise ConfigError(
                 f"AnthropicModel({self.model!r}) has no API key for {self.base_url}. Pass "
-                "api_key= or set ANTHROPIC_API_KEY."
+                f"api_key= or set {self.api_key_env or 'ANTHROPIC_API_KEY'}."
             )
         return client
 

@@ -59,12 +59,23 @@ _KEY_FOR_KEYLESS_SERVERS = "not-needed"
 _IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png", "image/gif", "image/webp"})
 
 
+def _api_key_hint(api_key_env: str | None) -> str:
+    """Where the key of a rejected request came from, and so where to fix it."""
+    if api_key_env is None:
+        return "pass api_key= to OpenAIChatModel or set OPENAI_API_KEY"
+    return (
+        f"the key is read from ${api_key_env} (api_key_env in wakeful.toml); set it to a valid key"
+    )
+
+
 class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
     `base_url` defaults to `OPENAI_BASE_URL` or the OpenAI API; point it at a local server, e.g.
     `http://localhost:8000/v1` (vLLM) or `http://localhost:11434/v1` (Ollama). `api_key`
-    defaults to `OPENAI_API_KEY`; servers at a custom `base_url` may run without one.
+    defaults to the variable `api_key_env` names (`OPENAI_API_KEY` by default), which is also
+    the one a rejected key's error tells the user to fix; servers at a custom `base_url` may run
+    without one.
     `max_tokens` applies when a request sets none; it is sent as `max_completion_tokens` to
     OpenAI and as `max_tokens` elsewhere, unless `max_tokens_field` says otherwise.
     `extra_body` is merged into every request, for server options such as vLLM's
@@ -90,11 +101,13 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
         extra_body: Mapping[str, object] | None = None,
         vision: bool = True,
         name: str | None = None,
+        api_key_env: str | None = None,
     ) -> None:
         super().__init__(max_retries=max_retries, backoff=backoff)
         self.model = model
         self.name = name or model
         self.vision = vision
+        self.api_key_env = api_key_env or "OPENAI_API_KEY"
         explicit_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.base_url = explicit_url or OPENAI_BASE_URL
         self.timeout = timeout
@@ -109,16 +122,16 @@ class OpenAIChatModel(SDKModel[openai.AsyncOpenAI]):
             provider=PROVIDER,
             model=model,
             base_url=self.base_url,
-            api_key_hint="pass api_key= to OpenAIChatModel or set OPENAI_API_KEY",
+            api_key_hint=_api_key_hint(api_key_env),
         )
 
     async def _open_client(self) -> openai.AsyncOpenAI:
-        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        api_key = self._api_key or os.environ.get(self.api_key_env)
         if not api_key:
             if not self._custom_server:
                 raise ConfigError(
                     f"OpenAIChatModel({self.model!r}) has no API key for {self.base_url}. "
-                    "Pass api_key= or set OPENAI_API_KEY; for a local server, pass its "
+                    f"Pass api_key= or set {self.api_key_env}; for a local server, pass its "
                     "base_url (e.g. http://localhost:8000/v1)."
                 )
             api_key = _KEY_FOR_KEYLESS_SERVERS

@@ -1,0 +1,125 @@
+"""`wakeful demo`: scripted demonstrations that need no model or API key."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Final
+
+import anyio
+import typer
+from rich.markup import escape
+
+from .console import err, fail, out
+
+__all__ = ["demo_app", "register"]
+
+demo_app = typer.Typer(
+    help="Scripted demonstrations that need no model or API key.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `demo` command group to the `wakeful` application."""
+    app.add_typer(demo_app, name="demo")
+
+
+DEFAULT_STORE_DIR: Final = Path(".wakeful/demo")
+
+
+@demo_app.command("async")
+def demo_async(
+    speed: Annotated[
+        float,
+        typer.Option(min=0.1, max=100, help="Time scale: 10 runs the scenarios ten times faster."),
+    ] = 5.0,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print each final trajectory as JSON lines in the OpenAI Chat Completions "
+            "message shape.",
+        ),
+    ] = False,
+    scenario: Annotated[
+        list[str] | None, typer.Option(help="Run only this scenario (repeatable).")
+    ] = None,
+    store_dir: Annotated[
+        Path,
+        typer.Option(
+            "--store-dir",
+            help="Where each scenario's store goes, as SCENARIO.db (replaced on each run), for "
+            "`wakeful events tail`, `tasks`, `timers` and `audit stats --store …`.",
+            file_okay=False,
+        ),
+    ] = DEFAULT_STORE_DIR,
+) -> None:
+    """Four scenarios with a scripted model and real commands: a background command while
+    answering, instructions batched during a tool, stop, and three scripts in parallel."""
+    from ..demo.async_scenarios import SCENARIOS, run_scenario
+    from ..messages import to_openai_shape
+
+    names = scenario or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise fail(f"Unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}.")
+    stores = {name: store_dir / f"{name}.db" for name in names}
+    try:
+        store_dir.mkdir(parents=True, exist_ok=True)
+        for path in stores.values():
+            _remove_store(path)
+    except OSError as exc:
+        raise fail(
+            f"Cannot write the demo's stores in {store_dir}: {exc.strerror or exc}. Choose a "
+            "writable folder with --store-dir."
+        ) from exc
+
+    from ..demo.trajectory_printer import TrajectoryPrinter
+
+    async def main() -> None:
+        for name in names:
+            with tempfile.TemporaryDirectory(prefix=f"wakeful-demo-{name}-") as tmp:
+                observer = None if as_json else TrajectoryPrinter(out, title=name)
+                result = await run_scenario(
+                    name,
+                    speed=speed,
+                    workdir=Path(tmp),
+                    observer=observer,
+                    store_path=stores[name],
+                )
+            if as_json:
+                sys.stdout.write(json.dumps({"scenario": name}) + "\n")
+                for message in result.messages:
+                    sys.stdout.write(
+                        json.dumps(to_openai_shape(message), ensure_ascii=False) + "\n"
+                    )
+                sys.stdout.flush()
+            else:
+                out.print(
+                    f"[bold]✓ {escape(name)}[/bold]: {len(result.messages)} messages, "
+                    f"{len(result.sent)} sent to the user; stored in "
+                    f"{escape(str(stores[name]))}\n"
+                )
+
+    anyio.run(main)
+    last = shlex.quote(str(stores[names[-1]]))
+    where = (
+        f"Each scenario's store is in {store_dir}. Look inside one, e.g.:\n"
+        f"  wakeful events tail --store {last}\n"
+        f"  wakeful tasks --store {last}\n"
+        f"  wakeful timers --all --store {last}\n"
+        f"  wakeful audit stats --store {last}"
+    )
+    # With --json, stdout holds only the trajectories.
+    (err if as_json else out).print(where, markup=False, highlight=False)
+
+
+def _remove_store(path: Path) -> None:
+    """Remove a demo store left by an earlier run, with its SQLite side files."""
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
