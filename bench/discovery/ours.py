@@ -69,13 +69,12 @@ class OursSearch:
 
     def search(self, query: str, k: int) -> Ranking:
         """The ranked tools, best first, as `wakeful tools search --json` prints them; `found`
-        is the index's own verdict (the best score reaches the calibrated threshold of the path
-        that ranked it, lexical or dense-fused), so the abstain column shows how often the agent
-        would be told "no tool found"."""
-        ranked, threshold = self.index.rank_judged(query, k)
-        keys = tuple((match.server, match.tool) for match in ranked)
-        found = bool(ranked) and ranked[0].score >= threshold
-        return Ranking(keys, found=found)
+        is the index's own verdict (`ToolIndex.search`: the best tool stands out and shows
+        evidence of serving the need), so the abstain column shows how often the agent would be
+        told "no tool found"."""
+        result = self.index.search(query, k)
+        keys = tuple((match.server, match.tool) for match in result.ranked)
+        return Ranking(keys, found=result.found)
 
     def time_upsert(self, server_name: str, repeats: int) -> list[float]:
         """Seconds for `upsert_server` of `server_name`, changed anew before every call.

@@ -4,8 +4,10 @@ For each set in ../shared/data/toolsets every method builds its index over the w
 (timed), then answers every query with k=10 (each query timed; for dense methods the query
 embedding is included, the model load is not). Reported per set and method: recall@5,
 complete@5, top-1 on single-tool queries, nDCG@10, p50/p99 query latency, build time, and the
-share of queries ours answered "no tool found". The summary checks the issue's targets, then the
-context cost of full schema injection against discovery is printed.
+share of queries ours answered "no tool found". Then, per set and ranking of ours, the "no tool
+found" judgement by language: the share of needs no tool serves (needs/, see no_match.py)
+answered found=false, and of labelled needs answered found=true. The summary checks the issue's
+targets, then the context cost of full schema injection against discovery is printed.
 
     python bench/discovery/run.py [--sets NAME ...] [--quick] [--no-dense] [--json FILE]
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from baselines import BM25Search, MCPZeroSearch, build_threads, load_minilm
 from context_cost import ContextCost, context_costs, print_context_costs
 from metrics import QueryScore, SetScore, average
+from no_match import NoMatchResult, measure, print_no_match
 from ours import (
     OursSearch,
     embedder_unavailable,
@@ -95,21 +98,26 @@ def main() -> None:
     )
 
     results: list[MethodResult] = []
+    judged: list[NoMatchResult] = []
     dense_cache: dict[tuple[str, str], tuple[Retriever, float]] = {}
     for set_name in args.sets:
         toolset = load_toolset(DATA_ROOT / set_name)
         queries = subsample(toolset.queries, QUICK_QUERIES) if args.quick else toolset.queries
-        set_results = run_set(toolset, queries, methods, dense_cache)
+        set_results, set_judged = run_set(toolset, queries, methods, dense_cache)
         print_set(toolset, queries, set_results)
         results.extend(set_results)
+        judged.extend(set_judged)
 
+    if judged:
+        print_no_match(judged)
+        print()
     costs, token_method, origin = context_costs(QUICK_QUERIES if args.quick else None)
     print_summary(results, costs, methods)
     print()
     print_context_costs(costs, token_method, origin)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     if args.json is not None:
-        write_json(args.json, results, costs, methods, token_method)
+        write_json(args.json, results, judged, costs, methods, token_method)
 
 
 def parse_args() -> argparse.Namespace:
@@ -149,8 +157,9 @@ def run_set(
     queries: Sequence[LabelledQuery],
     methods: Methods,
     dense_cache: dict[tuple[str, str], tuple[Retriever, float]],
-) -> list[MethodResult]:
-    """Build every available method over `toolset` and score it on `queries`."""
+) -> tuple[list[MethodResult], list[NoMatchResult]]:
+    """Build every available method over `toolset`, score it on `queries`, and judge ours on
+    the needs of no_match.py."""
     # The two seal_tools sets share one catalog (only its "name" differs): a dense index is
     # embedded once and reused, reporting the build time it took.
     catalog_digest = hashlib.sha256(repr(toolset.servers).encode()).hexdigest()
@@ -166,6 +175,7 @@ def run_set(
             builders.append((OURS[1], lambda: OursSearch(catalog, methods.embedder), True))
 
     results = []
+    judged = []
     for name, build, cacheable in builders:
         cached = dense_cache.get((name, catalog_digest)) if cacheable else None
         if cached is None:
@@ -178,13 +188,15 @@ def run_set(
         retriever, build_s = cached
         result = evaluate(toolset, queries, retriever, build_s)
         results.append(result)
+        if isinstance(retriever, OursSearch):
+            judged.append(measure(toolset, queries, retriever, K))
         if isinstance(retriever, OursSearch) and toolset.name.startswith("seal_tools"):
             # Measured last: it edits the index this set was just scored on.
             largest = max(toolset.servers, key=lambda server: len(server.tools))
             samples = retriever.time_upsert(largest.name, UPSERT_REPEATS)
             result.upsert_ms = [sample * 1000 for sample in samples]
             result.upsert_server = f"{largest.name!r}, {len(largest.tools)} tools"
-    return results
+    return results, judged
 
 
 def evaluate(
@@ -318,6 +330,7 @@ def print_summary(
 def write_json(
     path: Path,
     results: Sequence[MethodResult],
+    judged: Sequence[NoMatchResult],
     costs: Sequence[ContextCost],
     methods: Methods,
     token_method: str,
@@ -326,6 +339,7 @@ def write_json(
         "k": K,
         "skipped": methods.skipped,
         "results": [asdict(r) for r in results],
+        "no_tool_found": [asdict(r) for r in judged],
         "context_cost": {
             "tokenizer": token_method,
             "catalogs": [asdict(c) | {"discovery": c.discovery, "saving": c.saving} for c in costs],

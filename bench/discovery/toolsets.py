@@ -8,13 +8,19 @@ MCP-shaped tools; `queries.jsonl` holds one query a line with the (server, tool)
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-DATA_ROOT = Path("/work/shared/data/toolsets")
+# The public catalogs (catalog.json + queries.jsonl per set): $WAKEFUL_TOOLSETS, or
+# shared/data/toolsets beside the repository.
+DATA_ROOT = Path(
+    os.environ.get("WAKEFUL_TOOLSETS")
+    or Path(__file__).resolve().parents[3] / "shared" / "data" / "toolsets"
+)
 SET_NAMES = (
     "metatool",
     "livemcpbench",
@@ -88,6 +94,11 @@ class ToolSet:
 
 def load_toolset(folder: Path) -> ToolSet:
     """Read `catalog.json` and `queries.jsonl` from `folder`."""
+    if not (folder / "catalog.json").is_file():
+        raise SystemExit(
+            f"No tool catalog at {folder}: set WAKEFUL_TOOLSETS to the folder that holds the "
+            "sets (each a folder with catalog.json and queries.jsonl)."
+        )
     catalog = json.loads((folder / "catalog.json").read_text(encoding="utf-8"))
     servers = tuple(_server(entry) for entry in catalog["servers"])
     queries = tuple(

@@ -26,7 +26,9 @@ from metrics import (  # noqa: E402
     recall_at,
     top1_hit,
 )
-from toolsets import load_toolset, subsample  # noqa: E402
+from no_match import NEEDS, language, measure, needs_of  # noqa: E402
+from retriever import Ranking  # noqa: E402
+from toolsets import DATA_ROOT, SET_NAMES, load_toolset, subsample  # noqa: E402
 
 A, B, C, D = ("s", "a"), ("s", "b"), ("t", "c"), ("t", "d")
 
@@ -188,3 +190,42 @@ def test_context_cost_keeps_the_first_tools_and_computes_the_saving(tmp_path: Pa
     cost = ContextCost("x", tools=3, full_injection=1000, core=30, loaded=20)
     assert cost.discovery == 50
     assert cost.saving == pytest.approx(0.95)
+
+
+def test_language_is_chinese_only_for_a_mostly_chinese_need() -> None:
+    assert language("关掉客厅的灯") == "zh"
+    assert language("查询 Maven 上 spring-core 的最新发布版本") == "zh"
+    assert language("What are the 八字 of a boy born on 1 May 2001?") == "en"
+    assert language("send an email") == "en"
+
+
+def test_every_set_has_no_match_needs_in_both_languages() -> None:
+    for set_name in SET_NAMES:
+        if not (DATA_ROOT / set_name / "catalog.json").exists():
+            pytest.skip("the tool sets are not on this machine")
+        toolset = load_toolset(DATA_ROOT / set_name)
+        unserved = [need for need in needs_of(toolset, ()) if not need.served]
+        assert {need.lang for need in unserved} == {"en", "zh"}
+        assert len(unserved) >= 50
+    for path in NEEDS.glob("*_match_zh.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            assert entry["lang"] == "zh" and entry["expected"]
+
+
+class AnswersEmailOnly:
+    """A retriever that claims a tool exactly when the need mentions email."""
+
+    name = "email only"
+
+    def search(self, query: str, k: int) -> Ranking:
+        found = "email" in query
+        return Ranking(((("mail", "send_email"),) if found else ()), found=found)
+
+
+def test_measure_counts_right_verdicts_per_side_and_language(tmp_path: Path) -> None:
+    toolset = load_toolset(write_toolset(tmp_path / "tiny"))
+    result = measure(toolset, toolset.queries, AnswersEmailOnly(), 10)
+    # The tiny set has no needs/ files: only its two English labelled needs, one with email.
+    assert result.no_match == {}
+    assert result.match == {"en": (1, 2)}

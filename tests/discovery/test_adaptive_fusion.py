@@ -12,6 +12,7 @@ import pytest
 from wakeful.discovery import Catalog, CatalogServer, CatalogTool, Ranking, ToolIndex
 from wakeful.discovery.embeddings import normalise_rows
 from wakeful.discovery.fusion import fuse
+from wakeful.errors import UserError
 
 
 class TrigramEmbedder:
@@ -148,7 +149,7 @@ def test_an_unsure_need_moves_scores_toward_the_dense_signal() -> None:
 
 def test_rank_judged_rejects_a_k_under_one() -> None:
     index = ToolIndex.build(CATALOG, embedder=TrigramEmbedder())
-    with pytest.raises(ValueError, match="k must be at least 1"):
+    with pytest.raises(UserError, match="k must be at least 1"):
         index.rank_judged(CLEAR, 0)
 
 

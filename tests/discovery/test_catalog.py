@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from toolsets_data import TOOLSETS
 from wakeful.discovery import Catalog, CatalogServer, CatalogTool, load_queries
 from wakeful.errors import UserError
 
-DATA = Path("/work/shared/data/toolsets")
+DATA = TOOLSETS
 
 CATALOG = {
     "name": "tiny",

@@ -26,7 +26,12 @@ from wakeful.discovery.static_embeddings import StaticEmbedder
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "stock", "price", "quote", "share", "value"]
 WORDS += ["weather", "forecast", "rain", "city", "email", "send", "message", "mail", "team"]
 WORDS += ["translate", "text", "language", "calendar", "event", "meeting", "schedule"]
-SYNONYMS = (("share", "stock"), ("value", "price"), ("rain", "weather"), ("mail", "email"))
+SYNONYMS: tuple[tuple[str, str], ...] = (
+    ("share", "stock"),
+    ("value", "price"),
+    ("rain", "weather"),
+)
+SYNONYMS += (("mail", "email"),)
 SYNONYMS += (("meeting", "event"),)
 
 
@@ -116,12 +121,43 @@ def test_a_long_need_is_split_and_each_request_finds_its_tool_without_the_transf
     assert index.dense_needs == 0
 
 
-def test_scores_lie_in_zero_to_one_and_half_is_the_threshold() -> None:
+def test_scores_lie_in_zero_to_one_and_the_calibrated_threshold_judges_them() -> None:
     index, _ = hybrid()
     ranked, threshold = index.rank_judged("send an email message", 10)
-    assert threshold == 0.5
-    assert ranked[0].tool == "send_email" and ranked[0].score > 0.5
+    assert threshold == HybridRanking().threshold
+    assert ranked[0].tool == "send_email" and ranked[0].score > threshold
     assert all(0.0 < m.score < 1.0 for m in ranked)
+
+
+def test_a_tool_that_stands_out_without_the_transformers_evidence_is_not_found() -> None:
+    permissive, _ = hybrid(precise_floor=0.0, precise_floor_with_words=0.0)
+    strict, _ = hybrid(precise_floor=0.99, precise_floor_with_words=0.99)
+    ranked, threshold = strict.rank_judged("message team", 5)
+    assert ranked[0].tool == "send_email" and ranked[0].score >= HybridRanking().threshold
+    assert threshold == float("inf")  # the cosine, not the score, decides
+    assert not strict.search("message team").found
+    assert permissive.search("message team").found
+
+
+def test_a_mostly_chinese_need_is_judged_by_its_words_not_the_transformer() -> None:
+    servers = [
+        *catalog().servers.values(),
+        CatalogServer("youjian", "邮件。", (tool("youjian", "fasong", "发送电子邮件"),)),
+    ]
+    index = ToolIndex.build(
+        Catalog.from_servers(servers),
+        embedder=tiny_static(),
+        precise_embedder=CountingTransformer(),
+        ranking=HybridRanking(threshold=0.0),
+    )
+    assert index.search("发送电子邮件给团队").matches[0].tool == "fasong"
+    # One known word in a Chinese need: the transformer's cosine to the calendar tool is high,
+    # but it is not evidence for a need mostly in a language it does not read, and the words
+    # cover too little of the need. The same word in an English need is judged by the cosine.
+    ranked, threshold = index.rank_judged("关掉客厅的灯 calendar", 5)
+    assert ranked[0].tool == "add_event" and threshold == float("inf")
+    assert not index.search("关掉客厅的灯 calendar").found
+    assert index.search("switch off living room lights calendar").found
 
 
 def test_a_need_nothing_matches_is_no_tool_found() -> None:

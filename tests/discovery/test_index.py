@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from toolsets_data import TOOLSETS
 from wakeful.discovery import (
     NOT_FOUND_ADVICE,
     Catalog,
@@ -28,7 +29,7 @@ from wakeful.discovery import (
 from wakeful.discovery.embeddings import normalise_rows
 from wakeful.errors import UserError
 
-DATA = Path("/work/shared/data/toolsets")
+DATA = TOOLSETS
 
 
 class HashingEmbedder:
@@ -173,7 +174,7 @@ def test_empty_index_finds_nothing() -> None:
 
 
 def test_k_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="k must be at least 1"):
+    with pytest.raises(UserError, match="k must be at least 1"):
         ToolIndex.build(SMALL).rank("x", 0)
 
 

@@ -196,5 +196,5 @@ def test_precise_vectors_of_another_model_are_refused(tmp_path: Path) -> None:
 
 
 def test_a_precise_embedder_needs_a_fast_one() -> None:
-    with pytest.raises(ValueError, match="give embedder= too"):
+    with pytest.raises(UserError, match="give embedder= too"):
         ToolIndex(precise_embedder=embedder())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
 
@@ -177,6 +178,36 @@ class FieldedBM25:
             if ceiling > 0.0:
                 scores /= ceiling
         return results
+
+    def coverage(
+        self,
+        terms: Sequence[str],
+        slot: int,
+        fields: Sequence[int],
+        *,
+        weak: AbstractSet[str] = frozenset(),
+    ) -> tuple[int, float]:
+        """How many distinct `terms` the document in `slot` holds in any of `fields` (indices
+        into the field weights), and their share of the terms' idf mass. A `weak` term weighs
+        in the mass but never counts as held.
+
+        This is the evidence under a score: BM25F saturates, so one rare word matched many
+        times can score as high as several words matched once; coverage tells them apart.
+        """
+        covered = 0
+        covered_idf = 0.0
+        total_idf = 0.0
+        for term in dict.fromkeys(terms):
+            idf = self.idf(term)
+            total_idf += idf
+            if term in weak:
+                continue
+            postings = self._postings.get(term)
+            counts = postings.counts.get(slot) if postings is not None else None
+            if counts is not None and any(counts[field] > 0.0 for field in fields):
+                covered += 1
+                covered_idf += idf
+        return covered, (covered_idf / total_idf if total_idf > 0.0 else 0.0)
 
     def _contribution(
         self, term: str, averages: FloatArray

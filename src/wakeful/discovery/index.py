@@ -15,6 +15,10 @@ the default (`Ranking.dense`) is query-adaptive: a need whose lexical match is c
 answered lexically and never embedded; the unsure ones are fused with a dense weight that grows
 as lexical confidence falls. `Ranking.static` (the precise embedder asked only when the fast
 ranking is ambiguous) remains available.
+
+"No tool found" is one judgement (:mod:`.judgement`), shared by :meth:`ToolIndex.search`,
+batches of needs and the session's `find_tools` through :meth:`ToolIndex.rank_judged`: the best
+tool is claimed only when it both stands out and shows evidence of serving the need.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import UserError
 from .bm25 import FieldedBM25
 from .catalog import Catalog, CatalogServer, CatalogTool
 from .embeddings import Embedder
 from .fusion import Ranking, fuse
-from .hybrid import HybridRanking, LevelScores, hybrid_scores
+from .hybrid import HybridRanking, LevelScores, hybrid_scores, mostly_han
+from .judgement import Scored, claim_threshold
 from .need_parts import need_parts
+from .persist import read_index, save_index
 from .tokenize import tokenize
 
 __all__ = [
@@ -76,14 +83,15 @@ class Match:
 class SearchResult:
     """The confident matches, best first; `found` is False (and `advice` set) when there are none.
 
-    Candidates scoring under the calibrated threshold are never presented as matches: a weak
-    guess invites the model to call the wrong tool. :meth:`ToolIndex.rank` gives the full
-    ranking for measurement.
+    Candidates the judgement of :meth:`ToolIndex.rank_judged` rejects are never presented as
+    matches: a weak guess invites the model to call the wrong tool. `ranked` holds the whole
+    ranking however weak (for measurement, review and batch output).
     """
 
     matches: tuple[Match, ...]
     found: bool
     advice: str | None
+    ranked: tuple[Match, ...] = ()
 
 
 def tool_text(tool: CatalogTool) -> str:
@@ -186,7 +194,7 @@ class ToolIndex:
         precise_embedder: Embedder | None = None,
     ) -> None:
         if precise_embedder is not None and embedder is None:
-            raise ValueError(
+            raise UserError(
                 "A precise embedder is a second opinion on a fast one: give embedder= too "
                 "(e.g. StaticEmbedder.from_model(path)), or pass the precise one as embedder."
             )
@@ -359,24 +367,32 @@ class ToolIndex:
         return self.rank_judged(need, k)[0]
 
     def rank_judged(self, need: str, k: int = 10) -> tuple[tuple[Match, ...], float]:
-        """The `k` best tools for `need`, best first, and the "no tool found" threshold that
-        applies to their scores: a confident lexical answer (see `Ranking.dense`) is judged by
-        the lexical threshold, a dense-fused one by `ranking.threshold`."""
+        """The `k` best tools for `need`, best first, and the score a match must reach to be
+        claimed: the one "no tool found" judgement, shared by :meth:`search`, batches and the
+        session's `find_tools`.
+
+        The threshold is the calibrated one of the path that ranked the need (a confident
+        lexical answer of `Ranking.dense` is judged as lexical, a dense-fused one by
+        `ranking.threshold`), or infinity when the best tool shows no evidence of serving the
+        need (see :mod:`.judgement`): then nothing is found, however the scores compare. So
+        `found` is always `bool(ranked) and ranked[0].score >= threshold`.
+        """
         if k <= 0:
-            raise ValueError(f"k must be at least 1, got {k}")
+            raise UserError(f"k must be at least 1, got {k}: ask for one tool or more")
         scored = self._scores(need)
         if scored is None:
             return (), self.ranking.threshold
-        scores, threshold = scored
+        scores = scored.scores
         count = min(k, int(np.count_nonzero(scores > 0.0)))
         if count == 0:
-            return (), threshold
+            return (), scored.threshold
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best], kind="stable")]
         matches = []
         for slot in best:
             server, tool = self._key(int(slot))
             matches.append(Match(server=server, tool=tool, score=float(scores[slot])))
+        threshold = claim_threshold(scored, int(best[0]), self._tools, self.ranking)
         return tuple(matches), threshold
 
     def _key(self, slot: int) -> tuple[str, str]:
@@ -385,15 +401,19 @@ class ToolIndex:
         return key[0], key[1]
 
     def search(self, need: str, k: int = 5) -> SearchResult:
-        """The tools that fit `need` with confidence, best first; "not found" advice otherwise."""
+        """The tools that fit `need` with confidence, best first; "not found" advice otherwise.
+
+        `ranked` keeps all `k` ranked tools, so a batch of needs prints the same ranking and
+        the same `found` as one need searched alone.
+        """
         ranked, threshold = self.rank_judged(need, k)
         confident = tuple(m for m in ranked if m.score >= threshold)
         if not confident:
-            return SearchResult(matches=(), found=False, advice=NOT_FOUND_ADVICE)
-        return SearchResult(matches=confident, found=True, advice=None)
+            return SearchResult(matches=(), found=False, advice=NOT_FOUND_ADVICE, ranked=ranked)
+        return SearchResult(matches=confident, found=True, advice=None, ranked=ranked)
 
-    def _scores(self, need: str) -> tuple[_FloatArray, float] | None:
-        """Every slot's score for `need` and the threshold that judges them."""
+    def _scores(self, need: str) -> Scored | None:
+        """Every slot's score for `need` and what judges them."""
         if not self._tools:
             return None
         self.needs_ranked += 1
@@ -401,7 +421,7 @@ class ToolIndex:
         owner = np.where(live, self._server_slot_of_tool[: self._tools.capacity], 0)
         ranking = self.ranking
         if isinstance(ranking, HybridRanking):
-            return self._hybrid(need, ranking, live, owner), ranking.threshold
+            return self._hybrid(need, ranking, live, owner)
         terms = tokenize(need)
         tool_lexical = self._tools.scores(terms)
         server_lexical = self._servers.scores(terms)
@@ -412,7 +432,7 @@ class ToolIndex:
             )
             lexical[~live] = 0.0
             if ranking.confident(lexical):
-                return lexical, lexical_ranking.threshold
+                return Scored(lexical, lexical_ranking.threshold, terms)
             ranking = ranking.unsure(lexical)
         if self.embedder is not None:
             self.dense_needs += 1
@@ -432,7 +452,7 @@ class ToolIndex:
                 owner,
             )
             scores[~live] = 0.0
-        return scores, ranking.threshold
+        return Scored(scores, ranking.threshold, terms, judge_evidence=self.embedder is None)
 
     def _hybrid(
         self,
@@ -440,9 +460,10 @@ class ToolIndex:
         ranking: HybridRanking,
         live: npt.NDArray[np.bool_],
         owner: npt.NDArray[np.int64],
-    ) -> _FloatArray:
+    ) -> Scored:
         """The scores of :mod:`.hybrid`: the transformer reads a need that fits its token
-        budget; a longer one is split into its parts, scored by words and static embeddings."""
+        budget; a longer one is split into its parts, scored by words and static embeddings.
+        The transformer's cosines judge the best tool where it reads the need's language."""
         precise = self.precise_embedder
         whole = precise is not None and _fits(precise, need, ranking.precise_max_tokens)
         texts = [need]
@@ -463,9 +484,12 @@ class ToolIndex:
         if whole and precise is not None:
             self.dense_needs += 1
             precise_scores = self._similarities(precise, self._precise, [need], owner)[0]
-        return hybrid_scores(
+        scores = hybrid_scores(
             ranking, live=live, lexical=lexical, static=static, precise=precise_scores
         )
+        reads = precise_scores is not None and (ranking.precise_reads_han or not mostly_han(need))
+        cosines = precise_scores[0] if reads and precise_scores is not None else None
+        return Scored(scores, ranking.threshold, terms[0], cosines)
 
     def _similarities(
         self,
@@ -515,8 +539,6 @@ class ToolIndex:
 
     def save(self, path: Path) -> None:
         """Write the index (catalog, settings and any vectors) to one versioned file."""
-        from .persist import save_index
-
         save_index(self, path)
 
     @classmethod
@@ -529,11 +551,12 @@ class ToolIndex:
         precise_embedder: Embedder | None = None,
     ) -> ToolIndex:
         """Read an index written by :meth:`save`; a corrupt or old file raises `UserError`."""
-        from .persist import load_index
-
-        return load_index(
-            path, embedder=embedder, ranking=ranking, precise_embedder=precise_embedder
+        saved = read_index(path, embedder=embedder, precise_embedder=precise_embedder)
+        index = cls(embedder=embedder, ranking=ranking, precise_embedder=precise_embedder)
+        index.restore(
+            saved.servers, saved.server_vectors, saved.tool_vectors, precise=saved.precise
         )
+        return index
 
     def vectors(
         self, *, precise: bool = False
