@@ -58,12 +58,23 @@ def missing_extras(name: str) -> list[str]:
     ]
 
 
+# Longer than the slowest benchmark takes in full (discovery: about 6 minutes on 2 CPUs).
+LIMIT_SECONDS = 1800
+
+
 def run(name: str, quick: bool) -> tuple[str, float, int]:
     """Run one benchmark; return what it printed, the seconds it took and its exit code."""
     script = BENCH_DIR / SCRIPTS.get(name, Path(f"{name}.py"))
     command = [sys.executable, str(script), *(["--quick"] if quick else [])]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=False, timeout=LIMIT_SECONDS
+        )
+    except subprocess.TimeoutExpired as exc:
+        # A benchmark that hangs is a failure to report, not a reason to stop the others.
+        printed = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return f"{printed}\n[killed after {LIMIT_SECONDS} s]", time.perf_counter() - start, 124
     elapsed = time.perf_counter() - start
     output = done.stdout + (f"\n[stderr]\n{done.stderr}" if done.returncode else "")
     return output, elapsed, done.returncode

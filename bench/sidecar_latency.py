@@ -45,7 +45,7 @@ COMMANDS = [
     "cat README.md | grep -n install",
     "pytest -q tests/test_app.py",
     "python3 scripts/build.py --out dist",
-    "find . -name '*.py' -newer setup.cfg | xargs wc -l",
+    "find . -name '*.py' -newer setup.cfg | wc -l",
 ]
 WRITE = ToolSpec("write_file", "Write a file.", {"type": "object"})
 
@@ -71,7 +71,14 @@ def rule_stage(workdir: Path, rounds: int) -> Table:
     cases.append(("reply_to_user", call("reply_to_user", text="Done."), None))
     table = Table(["call", "p50 µs", "p99 µs"])
     for name, proposed, spec in cases:
-        sidecar.check(proposed, spec)  # warm: the grammar is loaded once
+        # warm: the grammar is loaded once. A call the policy would put to a person would make
+        # the tool-path run below wait for an answer: every case must be allowed outright.
+        verdict_of_case = sidecar.check(proposed, spec)
+        if verdict_of_case.decision != "allow":
+            raise SystemExit(
+                f"The sidecar does not allow {name!r} outright ({verdict_of_case.decision}: "
+                f"{' '.join(verdict_of_case.reasons)}); pick a command the policy allows."
+            )
         samples = []
         for _ in range(rounds):
             started = time.perf_counter()

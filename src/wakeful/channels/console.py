@@ -20,9 +20,11 @@ import sys
 from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 import anyio
+from anyio.abc import TaskStatus
 from rich.console import Console
 from rich.markup import escape
 
+from ..core.channel import ChannelHealth
 from ..events import Event, user_input, user_interrupt
 from ..messages import AssistantMessage, Message, ToolMessage
 from ..models.base import StreamPart
@@ -140,6 +142,7 @@ class ConsoleChannel:
         self.session = session
         self.stream = stream or sys.stdin
         self.console = console or Console()
+        self._reading = False
         runtime.outbox.listeners.append(self.show)
 
     async def show(self, message: dict[str, Any]) -> None:
@@ -149,8 +152,24 @@ class ConsoleChannel:
         style = "bold red" if message.get("urgency") == "high" else "bold green"
         self.console.print(f"[{style}]{label}>[/{style}] {escape(str(message['text']))}")
 
-    async def run(self) -> None:
+    name = "console"
+
+    def health(self) -> ChannelHealth:
+        """Running while it reads the user's lines; stopped before and after."""
+        if self._reading:
+            return ChannelHealth("running")
+        return ChannelHealth("stopped", "not reading input")
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read lines until /quit or end of input; then wait for the agent to finish."""
+        self._reading = True
+        try:
+            task_status.started()
+            await self._read_lines()
+        finally:
+            self._reading = False
+
+    async def _read_lines(self) -> None:
         interactive = self.stream.isatty()
         if interactive:
             self.console.print(f"[dim]{escape(HELP)}[/dim]")

@@ -28,6 +28,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from ..clock import Clock, SystemClock
+from ..core.channel import ChannelHealth
 from ..errors import UserError
 from ..events import TIMER_TRIGGER, Event, Source
 from .timer_schedules import (
@@ -116,6 +117,18 @@ class TimerService:
         self._sleep_target: datetime | None = None
         self._running = False
         self._loaded = False
+
+    name = "timers"
+
+    def health(self) -> ChannelHealth:
+        """Running (with how many timers wait and when the next fires) once started."""
+        if not self._running:
+            return ChannelHealth("stopped", "not started")
+        waiting = sum(1 for record in self._timers.values() if record.active)
+        detail = f"{waiting} timer{'s' if waiting != 1 else ''} waiting"
+        if self._heap:
+            detail += f"; the next fires at {self._heap[0][0].isoformat()}"
+        return ChannelHealth("running", detail)
 
     # -- the loop --
 
