@@ -3,13 +3,17 @@ the `serve perception` command's handling of bad options."""
 
 from __future__ import annotations
 
+import base64
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from perception_tree import make_tree, text_of
+from mcp.shared.exceptions import MCPError
+from mcp_types import BlobResourceContents, TextResourceContents
+from perception_tree import AWKWARD, make_tree, text_of
 from typer.testing import CliRunner
 
 from loopback_http import mcp_server_over_http
@@ -40,6 +44,21 @@ async def exercise(client: Client) -> None:
         "total": 1,
         "next_cursor": None,
     }
+    # The server features: the root's files as resources, confined; the skills as prompts.
+    listed = await client.list_resources()
+    numbers = next(r for r in listed.resources if r.name == "numbers.txt")
+    assert numbers.uri.startswith("file:///") and numbers.mime_type == "text/plain"
+    read = (await client.read_resource(numbers.uri)).contents[0]
+    assert isinstance(read, TextResourceContents) and read.text.startswith("line 1\n")
+    awkward = next(r for r in listed.resources if r.name == "awkward.txt")
+    raw = (await client.read_resource(awkward.uri)).contents[0]  # NUL and bad bytes: a blob
+    assert isinstance(raw, BlobResourceContents) and base64.b64decode(raw.blob) == AWKWARD
+    with pytest.raises(MCPError, match="symlink"):
+        await client.read_resource(awkward.uri.replace("awkward.txt", "escape.txt"))
+    prompts = [p.name for p in (await client.list_prompts()).prompts]
+    assert "writing-wakeful-tools" in prompts
+    assert client.server_capabilities is not None
+    assert client.server_capabilities.completions is not None
 
 
 @pytest.mark.anyio
@@ -48,6 +67,20 @@ async def test_over_stdio_in_a_subprocess(root: Path) -> None:
     with anyio.fail_after(15):
         async with Client(StdioServerParameters(command=command, args=args)) as client:
             await exercise(client)
+
+
+@pytest.mark.anyio
+async def test_logging_set_level_over_stdio_on_a_handshake_era_connection(root: Path) -> None:
+    command, *args = serve_command(root)
+    with anyio.fail_after(15):
+        params = StdioServerParameters(command=command, args=args)
+        async with Client(params, mode="legacy") as client:
+            assert client.server_capabilities is not None
+            assert client.server_capabilities.logging is not None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # logging is deprecated in the 2026 protocol
+                await client.set_logging_level("debug")
+            assert (await client.list_resources()).resources
 
 
 @pytest.fixture

@@ -233,8 +233,12 @@ def _implicit_config(root: Path) -> Path | None:
 
 
 def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
-    # stdout carries the protocol under stdio; logs go to stderr.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # stdout carries the protocol under stdio; logs go to stderr. The level is the stderr
+    # handler's, so a client's logging/setLevel (which may lower the wakeful loggers' level to
+    # get debug records, see wakeful.mcp.client_log) does not flood the terminal.
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setLevel(logging.WARNING)
+    logging.basicConfig(level=logging.WARNING, handlers=[to_stderr])
     if address is None:
         anyio.run(serve_stdio, server)
         return

@@ -20,6 +20,10 @@ The client's own timeout still applies: a client that resets its timeout on prog
 TypeScript SDK's `resetTimeoutOnProgress`) waits for as long as the call runs; one that does not
 gives up after its timeout and cancels the request, which stops the call and its processes. For
 work longer than that, run it in the background (`shell_exec` with background=true).
+
+Server features besides tools, where the caller asks for them: a root's files as resources
+(:mod:`.resources`), skills as prompts (:mod:`.prompts`), completion of the resource template's
+path (:mod:`.completions`); every bridge server honours `logging/setLevel` (:mod:`.client_log`).
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ from ..tools.pipeline import assemble_pipeline
 from ..tools.registry import ToolRegistry
 from ..tools.spec import Tool, ToolContext, ToolResult
 from ..tools.tasks import TaskHandle, TaskManager
+from .client_log import ClientLog
+from .completions import complete
+from .prompts import SkillPrompts
+from .resources import FileResources
 
 if TYPE_CHECKING:
     from ..store.sqlite import Store
@@ -107,6 +115,8 @@ def build_server(
     settings: Sequence[object] = (),
     store_path: Path | None = None,
     gate: CallGate | None = None,
+    resources: FileResources | None = None,
+    prompts: SkillPrompts | None = None,
 ) -> BridgeServer:
     """An MCP server that lists `tools` and runs their calls through wakeful's validation.
 
@@ -115,7 +125,9 @@ def build_server(
     wakeful store is opened there for the connection's life (idempotency keys, confirmation
     tokens, the audit log). With `gate`, every call passes the safety layers; a call they would
     ask a person about is put to the client's user through MCP elicitation, and refused when the
-    client cannot ask. Raises UserError if two tools share a name.
+    client cannot ask. With `resources`, the root's files are served as resources (with a
+    template whose path argument is completed); with `prompts`, skills as prompts. Raises
+    UserError if two tools share a name.
     """
     try:
         registry = ToolRegistry(tools)
@@ -196,6 +208,10 @@ def build_server(
 
             tools = assemble_pipeline(registry, gate=_gate_for_connection(gate, store, ask))
             tg = await stack.enter_async_context(anyio.create_task_group())
+            client_log = ClientLog()
+            client_log.attach()
+            stack.callback(client_log.detach)
+            tg.start_soon(client_log.forward)
             tasks = TaskManager(tg, _drop_event)
             services = Services(
                 tasks=tasks,
@@ -206,6 +222,7 @@ def build_server(
                 state={
                     ClientConnection: ClientConnection(),
                     _ConnectionCalls: _ConnectionCalls(tools, requests),
+                    ClientLog: client_log,
                 },
             )
             try:
@@ -215,8 +232,9 @@ def build_server(
                 with anyio.CancelScope(shield=True):
                     await close_state(services)
 
-    return Server(
+    server: BridgeServer = Server(
         name,
+        **_feature_handlers(resources, prompts),
         version=version if version is not None else _wakeful_version(),
         instructions=instructions,
         lifespan=lifespan,
@@ -224,6 +242,72 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # Added as a plain handler: the constructor's on_set_logging_level warns that logging is
+    # deprecated in the 2026-07-28 protocol; handshake-era clients (most today) still use it.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    return server
+
+
+async def set_logging_level(
+    ctx: ServerRequestContext[Services], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    """logging/setLevel: this connection's client gets log records at or above the level."""
+    state_of(ctx.lifespan_context, ClientLog).set_level(ctx.session, params.level)
+    return types.EmptyResult()
+
+
+def _feature_handlers(
+    resources: FileResources | None, prompts: SkillPrompts | None
+) -> dict[str, Any]:
+    """The Server handlers for resources, prompts and completions, where they are served."""
+    handlers: dict[str, Any] = {}
+    if resources is not None:
+        files = resources
+        template = types.ListResourceTemplatesResult(resource_templates=[files.template()])
+
+        async def list_resources(
+            ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourcesResult:
+            return await files.list_page(params.cursor if params else None)
+
+        async def list_templates(
+            ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourceTemplatesResult:
+            return template
+
+        async def read_resource(
+            ctx: ServerRequestContext[Services], params: types.ReadResourceRequestParams
+        ) -> types.ReadResourceResult:
+            return await files.read(params.uri)
+
+        handlers.update(
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+        )
+    if prompts is not None:
+        skills = prompts
+
+        async def list_prompts(
+            ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
+        ) -> types.ListPromptsResult:
+            return skills.listed()
+
+        async def get_prompt(
+            ctx: ServerRequestContext[Services], params: types.GetPromptRequestParams
+        ) -> types.GetPromptResult:
+            return skills.get(params.name, params.arguments)
+
+        handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    if resources is not None or prompts is not None:
+
+        async def completion(
+            ctx: ServerRequestContext[Services], params: types.CompleteRequestParams
+        ) -> types.CompleteResult:
+            return await complete(resources, params)
+
+        handlers.update(on_completion=completion)
+    return handlers
 
 
 async def wait_reporting_progress(

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ...errors import UserError
 from ...mcp.bridge import BridgeServer, build_server
+from ...mcp.prompts import builtin_skill_prompts
+from ...mcp.resources import FileResources
 from ...tools.spec import Tool
 from .audio import AUDIO_TOOLS
 from .calendar import CALENDAR_TOOLS
@@ -55,7 +57,9 @@ cursor a result gives to get the next one."""
 
 
 def perception_server(root: Path, *, settings: Sequence[object] = ()) -> BridgeServer:
-    """An MCP server named "wakeful-perception" offering PERCEPTION_TOOLS under `root`.
+    """An MCP server named "wakeful-perception" offering PERCEPTION_TOOLS under `root`, the
+    root's files as resources (read-only, confined like the file tools) and the built-in skills
+    as prompts.
 
     `settings` are the tool families' settings objects (e.g. `WebSettings(...)`); a family
     without one uses its defaults."""
@@ -70,6 +74,8 @@ def perception_server(root: Path, *, settings: Sequence[object] = ()) -> BridgeS
         instructions=INSTRUCTIONS,
         workdir=root.resolve(),
         settings=settings,
+        resources=FileResources(root.resolve()),
+        prompts=builtin_skill_prompts(),
     )
 
 
