@@ -125,12 +125,6 @@ async def set_timer(
         )
     except InvalidTimer as exc:
         raise ToolError(str(exc)) from exc
-    except OverflowError as exc:
-        # A time at the edge of the calendar whose conversion to UTC leaves the years 1-9999.
-        raise ToolError(
-            f"The time at={at!r} cannot be held: in UTC it falls outside the years 1 to 9999. "
-            "Give a time well within them, e.g. one in the coming months."
-        ) from exc
     return record.summary()
 
 
