@@ -5,7 +5,8 @@ Three latencies, each from the moment `Runtime.submit` is called with the event:
 (a) an urgent event → the model's stream is cancelled (the moment the stream generator sees the
     cancellation; the row below it is when the session reports the turn discarded);
 (b) a user.interrupt during an inline `run_shell("sleep 30")` → the command's process group is
-    dead (every member has exited; woken by a pidfd per member, no polling). The row below it is
+    dead (every member has exited, and the sandbox's bubblewrap processes above it when it runs
+    sandboxed, as by default; woken by a pidfd per member, no polling). The row below it is
     when the session has recorded the call's cancellation result, i.e. when the runtime itself
     has seen the group gone and moves on;
 (c) an urgent event → the next model request is issued (the moment `stream()` is called again).
@@ -163,7 +164,9 @@ class ProcessGroup:
 
 
 def find_command_group(parent: int, command_name: bytes) -> ProcessGroup | None:
-    """The process group led by a child of `parent` in which `command_name` runs, if any."""
+    """The process group in which `command_name` runs under `parent`, if any, with every live
+    process from `parent`'s child down: the command's group and, when the command runs in the
+    sandbox, the bubblewrap processes above it (their own group), which die with it."""
     stats: dict[int, tuple[bytes, bytes, int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -175,15 +178,19 @@ def find_command_group(parent: int, command_name: bytes) -> ProcessGroup | None:
         comm = raw[raw.index(b"(") + 1 : raw.rindex(b")")]
         fields = raw[raw.rindex(b")") + 2 :].split()
         stats[int(entry)] = (comm, fields[0], int(fields[1]), int(fields[2]))
-    leaders = {pid for pid, (_, _, ppid, pgrp) in stats.items() if ppid == parent and pgrp == pid}
-    for pgid in leaders:
-        members = [
-            pid
-            for pid, (_, state, _, pgrp) in stats.items()
-            if pgrp == pgid and state not in (b"Z", b"X")
-        ]
-        if any(stats[pid][0] == command_name for pid in members):
-            return ProcessGroup(pgid, members)
+    children: dict[int, list[int]] = {}
+    for pid, (_, _, ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    for child in children.get(parent, []):
+        tree, todo = [], [child]
+        while todo:
+            pid = todo.pop()
+            if stats[pid][1] not in (b"Z", b"X"):
+                tree.append(pid)
+            todo.extend(children.get(pid, []))
+        command = [pid for pid in tree if stats[pid][0] == command_name]
+        if command:
+            return ProcessGroup(stats[command[0]][3], tree)
     return None
 
 

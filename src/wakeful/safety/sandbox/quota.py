@@ -107,10 +107,17 @@ class QuotaWatch:
         self._thread = threading.Thread(target=self._watch, name="wakeful-quota", daemon=True)
         self._thread.start()
 
-    async def stop(self) -> None:
+    async def stop(self, *, final_measure: bool = True) -> None:
         """Stop watching, wait for the thread (at most one walk of the workspace), then measure
-        once more: a command that wrote past the quota faster than a walk still counts."""
+        once more: a command that wrote past the quota faster than a walk still counts.
+
+        Without `final_measure` (the command was cancelled: its result says so, not how much
+        it wrote) return at once: a walk of a large workspace takes up to a second, which an
+        interrupted session must not wait for. The thread ends after the walk it is in; the
+        next command's watch measures the workspace again from its start."""
         self._stop.set()
+        if not final_measure:
+            return
         thread = self._thread
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join)

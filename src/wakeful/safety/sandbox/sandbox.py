@@ -133,6 +133,7 @@ class Sandbox:
         )
         private_home: str | None = None
         prepared: PreparedCommand | None = None
+        cancelled = False
         try:
             if self._features is not None:
                 home = SANDBOX_HOME
@@ -172,11 +173,15 @@ class Sandbox:
                 # starts, so its own writes count.
                 await anyio.to_thread.run_sync(baseline_of, self.workspace)
                 quota.start()
-            yield prepared
+            try:
+                yield prepared
+            except anyio.get_cancelled_exc_class():
+                cancelled = True
+                raise
         finally:
             with anyio.CancelScope(shield=True):
                 if quota is not None:
-                    await quota.stop()
+                    await quota.stop(final_measure=not cancelled)
                 if prepared is not None:
                     prepared.settled = prepared.limits_hit()
                 directories = list(cgroups.directories)
