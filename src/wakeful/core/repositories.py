@@ -246,3 +246,18 @@ class Repositories(Protocol):
     idempotency_keys: IdempotencyRepository
     confirmations: ConfirmationRepository
     audit_log: AuditRepository
+
+
+class ChannelCursorRepository(Protocol):
+    """Where each channel keeps how far it has read its source (an IMAP mailbox's UIDVALIDITY
+    and last UID, a bot's update offset), so a restart neither re-reads nor skips. A channel
+    advances its cursor only after the events up to it were delivered to the Inbox; a crash in
+    between re-reads a little, which the Inbox recognises as duplicates."""
+
+    async def get(self, channel: str, key: str) -> str | None:
+        """The value stored for (channel, key), or None."""
+        ...
+
+    async def put(self, channel: str, key: str, value: str) -> None:
+        """Store (channel, key) = value, replacing any earlier value, durably."""
+        ...
