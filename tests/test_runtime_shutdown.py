@@ -183,6 +183,9 @@ def run_a_runtime_process_until(stop: signal.Signals, tmp_path: Path) -> int:
             [sys.executable, str(script), marker, str(tmp_path)],
             stdout=output,
             stderr=subprocess.STDOUT,
+            # Ctrl-C must reach it even when the test runner was started with SIGINT ignored
+            # (`nohup`, a background job): an ignored SIGINT is inherited.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         names = [f"{marker}-fg", f"{marker}-child"]  # the runtime's own argv holds `marker`

@@ -377,7 +377,10 @@ async def read_line(stdout: BufferedByteReceiveStream) -> str:
 @pytest.mark.anyio
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])
 async def test_events_tail_follow_prints_new_events_until_ctrl_c(db: Path, as_json: bool) -> None:
-    command = [sys.executable, "-m", "wakeful", "events", "tail", "--db", str(db), "--follow"]
+    # `env --default-signal=INT`: Ctrl-C must reach it even when the test runner was started
+    # with SIGINT ignored (`nohup`, a background job), which children inherit.
+    command = ["env", "--default-signal=INT", sys.executable, "-m", "wakeful", "events", "tail"]
+    command += ["--db", str(db), "--follow"]
     command += ["--limit", "1", *(["--json"] if as_json else [])]
     env = os.environ | {"COLUMNS": "200"}
     async with await anyio.open_process(command, env=env) as process:
