@@ -3,8 +3,9 @@
 Prints, per catalog and ranking (lexical, and hybrid with the MiniLM embedders as run.py builds
 them), the share of needs no tool serves answered found=false and of labelled needs answered
 found=true, by language (no_match.py measures; needs/README.md says how the needs were written).
-The judgement (src/wakeful/discovery/judgement.py) is chosen on these two catalogs only; the
-held-out ones (seal_tools, stabletoolbench) are measured once, by run.py, after it is chosen.
+The judgement (src/wakeful/discovery/judgement.py) is chosen on these two catalogs only (its
+constants fitted by fit_judgement.py); the held-out ones (seal_tools, stabletoolbench) are
+measured once, by run.py, after it is chosen.
 
     python bench/discovery/calibrate.py [--sample N | --full] [--lexical]
 

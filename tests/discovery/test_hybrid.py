@@ -139,6 +139,33 @@ def test_a_tool_that_stands_out_without_the_transformers_evidence_is_not_found()
     assert permissive.search("message team").found
 
 
+def test_the_cosine_a_tool_needs_grows_with_the_catalog_it_was_picked_from() -> None:
+    # Among more tools, an unrelated one reaches a higher cosine by chance: the same cosine is
+    # evidence in a small catalog and not in a large one.
+    ranking = HybridRanking(precise_floor=0.05)
+    small = ToolIndex.build(
+        catalog(), embedder=tiny_static(), precise_embedder=CountingTransformer(), ranking=ranking
+    )
+    notes = tuple(tool("notes", f"note_{i}", "calendar event") for i in range(400))
+    large = ToolIndex.build(
+        Catalog.from_servers(
+            [*catalog().servers.values(), CatalogServer("notes", "Notes.", notes)]
+        ),
+        embedder=tiny_static(),
+        precise_embedder=CountingTransformer(),
+        ranking=ranking,
+    )
+    at_small, at_large = small.evidence_of("message team"), large.evidence_of("message team")
+    assert at_small is not None and at_large is not None
+    assert at_small.cosine == pytest.approx(at_large.cosine)  # the same tool, the same cosine
+    for index, found in ((small, at_small), (large, at_large)):
+        spread = HybridRanking().cosine_spread
+        assert found.chance_cosine == pytest.approx(spread * np.sqrt(2 * np.log(len(index))))
+    assert small.search("message team").matches[0].tool == "send_email"
+    assert large.search("message team").ranked[0].tool == "send_email"
+    assert not large.search("message team").found
+
+
 def test_a_mostly_chinese_need_is_judged_by_its_words_not_the_transformer() -> None:
     servers = [
         *catalog().servers.values(),

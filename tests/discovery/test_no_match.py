@@ -7,14 +7,15 @@ ranking, so the tests need no model.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from wakeful.discovery import Catalog, ToolIndex
+from wakeful.discovery import Catalog, CatalogServer, CatalogTool, ToolIndex
 from wakeful.discovery.bm25 import FieldedBM25
 from wakeful.discovery.index import NOT_FOUND_ADVICE
-from wakeful.discovery.judgement import LIGHT_VERBS
+from wakeful.discovery.judgement import LIGHT_VERBS, MIN_WORD_SURPRISE
 from wakeful.discovery.tokenize import tokenize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "no_match_catalog.json"
@@ -94,3 +95,62 @@ def test_a_weak_term_weighs_in_the_need_but_is_never_covered() -> None:
     covered, share = bm25.coverage(["turn", "chess"], slot, [0], weak={"turn"})
     assert covered == 1
     assert share == pytest.approx(bm25.idf("chess") / (bm25.idf("turn") + bm25.idf("chess")))
+
+
+def guide_catalog(cities: int) -> Catalog:
+    """A travel-guide server with one tool per city, each saying "guide" and "city", and a
+    weather tool: a need about a city guide by taxi shares two common words with every guide."""
+    guides = [
+        CatalogTool(
+            server="guides",
+            name=f"city_guide_{i}",
+            description=f"A guide to the sights of city number {i}.",
+            input_schema={},
+        )
+        for i in range(cities)
+    ]
+    weather = CatalogTool(
+        server="meteo", name="forecast", description="Weather forecast.", input_schema={}
+    )
+    return Catalog.from_servers(
+        [
+            CatalogServer("guides", "City guides.", tuple(guides)),
+            CatalogServer("meteo", "Weather.", (weather,)),
+        ]
+    )
+
+
+def test_two_words_most_tools_hold_are_no_evidence_in_a_large_catalog() -> None:
+    index = ToolIndex.build(guide_catalog(300))
+    need = "Book a taxi for a city guide."
+    result = index.search(need)
+    assert result.ranked[0].tool.startswith("city_guide_")  # ranked, as any tool is
+    assert not result.found
+    found = index.evidence_of(need)
+    assert found is not None and found.covered_terms == 2
+    assert found.word_surprise < MIN_WORD_SURPRISE  # 300 tools hold both words
+
+
+def test_the_same_two_words_are_evidence_where_few_tools_hold_them() -> None:
+    index = ToolIndex.build(guide_catalog(1))
+    result = index.search("Book a taxi for a city guide.")
+    assert result.found
+    assert result.matches[0].tool == "city_guide_0"
+
+
+def test_word_surprise_is_the_covered_idf_mass_less_the_log_of_the_catalog_size() -> None:
+    index = ToolIndex.build(guide_catalog(20))
+    found = index.evidence_of("weather forecast for Paris")
+    assert found is not None
+    bm25 = FieldedBM25([1.0])
+    for i in range(21):
+        bm25.add(i, [["weather", "forecast"] if i == 0 else ["guide", "sight", "city"]])
+    covered = bm25.idf("weather") + bm25.idf("forecast")
+    assert found.covered_terms == 2
+    assert found.word_surprise == pytest.approx(covered - math.log(21))
+    assert found.cosine is None  # a lexical index has no transformer to ask
+
+
+def test_a_need_nothing_scores_has_no_evidence() -> None:
+    index = ToolIndex.build(guide_catalog(3))
+    assert index.evidence_of("qwzx vlorp") is None

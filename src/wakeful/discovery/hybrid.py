@@ -33,11 +33,13 @@ in [0, 1), with `c` = 4.4 (a score of 0.5 is a tool 4.4 standard deviations abov
 "No tool found" (:mod:`.judgement`) asks two things of the best tool. It must stand out:
 a published score of at least `threshold`, 0.3 (z ≥ 1.9). And it must show evidence of serving
 the need, which standing out does not prove (for a need no tool serves, some tool still stands
-out on a shared word): where the transformer read the need, its cosine to the tool is at least
-`precise_floor` (0.33), or `precise_floor_with_words` (0.21) when the tool's own text also
-covers the need's words; otherwise the words alone must cover the need. Chosen on the
-development catalogs with needs no tool there serves: English needs are rejected 90-97 % of the
-time while 80 % of the labelled needs still find a tool. all-MiniLM-L6-v2 was trained on English:
+out on a shared word): where the transformer read the need, its cosine to the tool clears the
+chance cosine of a catalog that size (`cosine_spread` times sqrt(2 ln tools)) by
+`precise_floor` (0.13), or by `precise_floor_with_words` (-0.14) when the tool's own text also
+covers the need's words; otherwise the words alone must cover the need. Fitted on the
+development catalogs with needs no tool there serves (bench/discovery/fit_judgement.py): English
+needs are refused 90-97 % of the time while 80-84 % of the labelled needs still find a tool.
+all-MiniLM-L6-v2 was trained on English:
 its cosines for a mostly Chinese need say nothing (a Chinese need no tool serves scores as high
 as one that is served), so such needs are judged by their words (`precise_reads_han` False).
 """
@@ -89,10 +91,13 @@ class HybridRanking:
     # reach to be claimed (with the evidence below; see the module docs).
     calibration: float = 4.4
     threshold: float = 0.3
-    # The transformer's cosine the best tool needs as evidence, alone or when its own text also
-    # covers the need's words; and whether the transformer reads mostly Chinese text.
-    precise_floor: float = 0.33
-    precise_floor_with_words: float = 0.21
+    # The transformer's cosine the best tool needs as evidence, over the chance cosine (the
+    # highest one tool of the catalog reaches for a need none serves: `cosine_spread`, the
+    # typical spread of a need's cosines, times sqrt(2 ln tools)), alone or when its own text
+    # also covers the need's words; and whether the transformer reads mostly Chinese text.
+    precise_floor: float = 0.13
+    precise_floor_with_words: float = -0.14
+    cosine_spread: float = 0.065
     precise_reads_han: bool = False
     # Each signal's typical (mean, standard deviation) over a catalog's tools for one need
     # (medians over the development needs, all-MiniLM-L6-v2 for the dense ones), and how many

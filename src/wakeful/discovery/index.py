@@ -38,7 +38,7 @@ from .catalog import Catalog, CatalogServer, CatalogTool
 from .embeddings import Embedder
 from .fusion import Ranking, fuse
 from .hybrid import HybridRanking, LevelScores, hybrid_scores, mostly_han
-from .judgement import Scored, claim_threshold
+from .judgement import Evidence, Scored, claim_threshold, evidence
 from .need_parts import need_parts
 from .persist import read_index, save_index
 from .tokenize import tokenize
@@ -394,6 +394,15 @@ class ToolIndex:
             matches.append(Match(server=server, tool=tool, score=float(scores[slot])))
         threshold = claim_threshold(scored, int(best[0]), self._tools, self.ranking)
         return tuple(matches), threshold
+
+    def evidence_of(self, need: str) -> Evidence | None:
+        """What the "no tool found" judgement weighs of the best-ranked tool for `need` (for
+        measurement and review); None when no tool scores above zero."""
+        scored = self._scores(need)
+        if scored is None or not np.any(scored.scores > 0.0):
+            return None
+        best = int(np.argmax(scored.scores))
+        return evidence(scored, best, self._tools, self.ranking)
 
     def _key(self, slot: int) -> tuple[str, str]:
         key = self._tools.key(slot)
