@@ -48,7 +48,7 @@ async def serving(app: Any, *, lifespan: Literal["on", "off"] = "off") -> AsyncI
         timeout_graceful_shutdown=1,
     )
     server = _Uvicorn(config)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         async with anyio.create_task_group() as tg:

@@ -68,3 +68,22 @@ def test_the_tour_after_the_demo_works_as_written(tmp_path: Path) -> None:
     assert tasks.count("run_shell") == 3 and "cancelled" in tasks
     assert timers.startswith("No timers in ")
     assert "run_shell" in audit and "cancel_task" in audit
+
+
+def test_the_channels_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """`wakeful channels` checks each table of the README's example against its kind."""
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    [example] = [b for b in blocks if "[[channels.email]]" in b]
+    (tmp_path / "wakeful.toml").write_text(example, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "wakeful", "channels", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = re.findall(r'"name": "([^"]+)"', proc.stdout)
+    for kind in ("email:inbox", "webhook:github", "xmpp:chat", "telegram:bot", "system:"):
+        assert any(name.startswith(kind) for name in names), proc.stdout

@@ -11,9 +11,9 @@ import os
 import tomllib
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .agent.router import DEFAULT_STOP_WORDS, Classifier, Router
 from .agent.session import SessionConfig
@@ -37,6 +37,7 @@ from .toolkits.execution.settings import (
     InterpreterSettings,
     WebhookSettings,
 )
+from .toolkits.mail.settings import MailSettings
 from .tools.shaping import ModelCompressor
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -124,6 +125,29 @@ class StoreConfig(_Section):
     evict_idle_after_seconds: float | None = Field(default=300.0, gt=0)
 
 
+class ChannelTable(BaseModel):
+    """One ``[[channels.<kind>]]`` table: the channel's `name` (unique per kind), its `filter`
+    (what wakes the agent), and the kind's own settings as the other keys. The filter and the
+    settings are validated when the runtime starts, against the kind's settings model (the
+    configuration loads no channel module); `origin` names the table in those errors."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    filter: dict[str, Any] = Field(default_factory=dict)
+    _origin: str = PrivateAttr(default="")
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The kind's settings: every key of the table but `name` and `filter`."""
+        return dict(self.model_extra or {})
+
+    @property
+    def origin(self) -> str:
+        """Where the table is, for errors: "wakeful.toml, [[channels.email]] #1 (work)"."""
+        return self._origin or f"[[channels]] table {self.name!r}"
+
+
 class MCPConfig(_Section):
     servers: list[MCPServerConfig] = Field(default_factory=list)
     # Every tool definition is pinned by its SHA-256 in this file; a tool that changes is
@@ -168,6 +192,7 @@ class ToolsConfig(_Section):
     """`[tools.*]`: settings of the execution tool families (each optional; defaults apply)."""
 
     email: EmailSettings | None = None
+    mail: MailSettings | None = None
     calendar: CalendarWriteSettings | None = None
     webhook: WebhookSettings | None = None
     github: GitHubSettings | None = None
@@ -177,6 +202,7 @@ class ToolsConfig(_Section):
     def settings(self) -> list[object]:
         families = (
             self.email,
+            self.mail,
             self.calendar,
             self.webhook,
             self.github,
@@ -207,6 +233,8 @@ class WakefulConfig(_Section):
     router: RouterConfig = Field(default_factory=RouterConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     mcp: MCPConfig = Field(default_factory=MCPConfig)
+    # Event channels by kind (email, webhook, system, …): `[[channels.<kind>]]` tables.
+    channels: dict[str, list[ChannelTable]] = Field(default_factory=dict)
     compression: CompressionConfig | None = None
     safety: SafetyConfig = Field(default_factory=SafetyConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
@@ -254,6 +282,9 @@ def load_config(path: Path) -> WakefulConfig:
         ) from exc
     if not config.store.path.is_absolute():
         config.store.path = path.parent / config.store.path
+    for kind, tables in config.channels.items():
+        for number, table in enumerate(tables, start=1):
+            table._origin = f"{path}, [[channels.{kind}]] table #{number} ({table.name})"
     return config
 
 
@@ -442,6 +473,17 @@ max_events_per_batch = 50                 # events appended at one safe point; t
 # over_chars = 10000
 # max_output_chars = 4000
 
+# Event channels wake the agent when something arrives (kinds: email, webhook, xmpp, telegram,
+# system). Each [[channels.<kind>]] table has a `name`, an optional `filter` (checked before the
+# agent is woken; filtered events are stored and shown by `wakeful events tail --filtered`) and
+# the kind's own settings. `wakeful channels` lists them.
+# [[channels.webhook]]               # served at http://127.0.0.1:8787/hooks/github
+# name = "github"
+# scheme = "github"                  # "standard" (Standard Webhooks), "github" or "slack"
+# secret_env = "GITHUB_WEBHOOK_SECRET"
+# port = 8787
+# filter = { repositories = ["acme/widgets"], event_types = ["pull_request"] }
+#
 # MCP servers whose tools the agent may use (stdio or Streamable HTTP). Each gets only the
 # environment variables named here. Tool names that collide become `server.tool`.
 # [[mcp.servers]]
@@ -541,6 +583,15 @@ enabled = true
 # username = "me@example.com"
 # password_env = "SMTP_PASSWORD"
 # from_address = "me@example.com"
+#
+# [tools.mail]                     # the IMAP account of search_mail, read_mail, draft_reply, …
+# host = "imap.example.com"
+# port = 993
+# security = "ssl"                 # "ssl", "starttls" or "none" (127.0.0.1 only)
+# username = "me@example.com"
+# password_env = "IMAP_PASSWORD"
+# drafts_mailbox = "Drafts"        # when the server marks no mailbox as Drafts (SPECIAL-USE)
+# archive_mailbox = "Archive"      # when the server marks no mailbox as Archive
 #
 # [tools.webhook]
 # allowed_hosts = ["hooks.example.com"]

@@ -353,3 +353,87 @@ async def test_the_banner_and_help_show_bracketed_words_as_written(tmp_path: Pat
     banner, again = printed(console).splitlines()
     assert banner == again == HELP
     assert "/stop [reason] interrupts" in banner
+
+
+async def test_a_servers_request_for_input_is_shown_and_answered_from_the_console(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    from wakeful.mcp.config import MCPServerConfig
+
+    script = Path(__file__).parent.parent / "mcp_servers" / "elicits.py"
+    server = MCPServerConfig(name="bookings", command=[sys.executable, str(script)])
+    console = screen()
+    model = ScriptedModel([use(call("book_table", restaurant="Luigi's")), say("")])
+    rt = Runtime(
+        model=model,
+        with_core_tools=False,
+        with_timers=False,
+        store_path=tmp_path / "wakeful.db",
+        mcp_servers=[server],
+    )
+    async with rt:
+
+        def channel(stream: io.TextIOWrapper) -> ConsoleChannel:
+            return ConsoleChannel(rt, stream=stream, console=console)
+
+        async with typing_into(channel) as type_line:
+            type_line("book a table at Luigi's")
+            await wait_until(lambda: "Input requested" in printed(console))
+            assert rt.approvals is not None
+            (request,) = rt.approvals.pending_inputs("main")
+            question = printed(console)
+            assert f"wakeful> Input requested [{request.id}] by MCP server 'bookings' for the" in (
+                question
+            )
+            assert "MCP server 'bookings' asks this, not the agent." in question
+            type_line("/approvals")
+            await wait_until(lambda: printed(console).count("Input requested") == 2)
+            type_line(f"/answer {request.id} date=2026-12-24 guests=many")
+            await wait_until(lambda: "was not taken" in printed(console))
+            assert "guests must be a whole number, not 'many'." in printed(console)
+            type_line(f"/answer {request.id} date=2026-12-24 guests=4")
+            await wait_until(lambda: f"Answered [{request.id}]" in printed(console))
+        with anyio.fail_after(20):
+            await rt.wait_idle()
+        [result] = [
+            m for m in rt.sessions["main"].trajectory.messages if isinstance(m, ToolMessage)
+        ]
+        events = [kind for kind, _, _ in await stored_events(rt)]
+    assert result.content.startswith("Booked Luigi's on 2026-12-24 for 4 (indoor).")
+    assert events == ["user.input"]  # the answers went to the request, not to the agent
+
+
+async def test_a_servers_request_for_input_is_declined_from_the_console(tmp_path: Path) -> None:
+    import sys
+
+    from wakeful.mcp.config import MCPServerConfig
+
+    script = Path(__file__).parent.parent / "mcp_servers" / "elicits.py"
+    server = MCPServerConfig(name="bookings", command=[sys.executable, str(script)])
+    console = screen()
+    model = ScriptedModel([use(call("book_table", restaurant="Luigi's")), say("")])
+    rt = Runtime(model=model, with_core_tools=False, with_timers=False, mcp_servers=[server])
+    async with rt:
+
+        def channel(stream: io.TextIOWrapper) -> ConsoleChannel:
+            return ConsoleChannel(rt, stream=stream, console=console)
+
+        async with typing_into(channel) as type_line:
+            type_line("book a table at Luigi's")
+            await wait_until(lambda: "Input requested" in printed(console))
+            assert rt.approvals is not None
+            (request,) = rt.approvals.pending_inputs("main")
+            type_line("/decline nope")
+            await wait_until(
+                lambda: "No request for input is waiting with id nope" in printed(console)
+            )
+            type_line(f"/decline {request.id}")
+            await wait_until(lambda: f"Declined {request.id}" in printed(console))
+        with anyio.fail_after(20):
+            await rt.wait_idle()
+        [result] = [
+            m for m in rt.sessions["main"].trajectory.messages if isinstance(m, ToolMessage)
+        ]
+    assert "Nothing was booked at Luigi's: the user's answer was decline." in result.content

@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from wakeful.cli import app
 from wakeful.events import user_input
+from wakeful.store.schema import MIGRATIONS
 from wakeful.store.sqlite import Store
 
 PAGE_SIZE = 4096
@@ -67,7 +68,8 @@ def test_a_good_store_is_all_ok(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     found = findings(result)
-    assert found["schema"] == ("OK", "Schema version 2, the current one.")
+    current = len(MIGRATIONS)
+    assert found["schema"] == ("OK", f"Schema version {current}, the current one.")
     assert found["integrity"][0] == "OK" and "quick_check passed" in found["integrity"][1]
     assert found["lock"][0] == "OK" and "closed it cleanly" in found["lock"][1]
     assert found["size"][0] == "OK" and "WAL" in found["size"][1]

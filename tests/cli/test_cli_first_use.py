@@ -50,6 +50,7 @@ def test_every_command_module_registers_through_the_one_list() -> None:
         "check",
         "tools",
         "mcp",
+        "channels",
     }
     assert ("mcp", "serve", "execution") in ALL_COMMANDS
     assert ("tools", "search") in ALL_COMMANDS
@@ -66,6 +67,7 @@ def test_every_command_module_registers_through_the_one_list() -> None:
         "check-command",
         "tools",
         "mcp",
+        "channels",
     }
 
 

@@ -131,8 +131,8 @@ async def test_an_allowed_server_samples_the_runtime_model(protocol: str) -> Non
     [record] = toolset.sampling_records()
     assert (record.server, record.outcome, record.max_tokens) == ("asks", "answered", 64)
     assert record.tokens > 0 and record.answer_chars == len("A short summary of it.")
-    # The 2026-07-28 protocol says which call asked; the older one does not.
-    assert record.tool == ("summarize" if protocol == "2026" else None)
+    # The 2026-07-28 protocol says which call asked; on the older one it is the call in flight.
+    assert (record.tool, record.session) == ("summarize", "main")
 
 
 @protocols
@@ -160,3 +160,59 @@ async def test_image_content_is_refused(protocol: str) -> None:
     assert model.requests == []
     [record] = toolset.sampling_records()
     assert record.outcome == "refused"
+
+
+@protocols
+async def test_each_sampling_request_is_audited_and_the_operator_told_once(
+    protocol: str, tmp_path: Path
+) -> None:
+    import io
+    import json
+    from collections.abc import Sequence
+
+    from wakeful.events import user_input
+    from wakeful.messages import Message, ToolMessage
+    from wakeful.models import FunctionModel, Turn, call, say, use
+    from wakeful.models.base import ToolDefinition
+    from wakeful.runtime import Runtime
+    from wakeful.safety.audit import export_jsonl
+
+    def turn(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn | str:
+        if not tools:
+            return "a summary"  # a server's sampling request
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return use(call("summarize", text="one"), call("summarize", text="two"))
+        return say("done")
+
+    model = FunctionModel(turn)
+    cfg = config(protocol, allow_sampling=True, sampling_max_tokens_total=2)
+    store = tmp_path / "wakeful.db"
+    async with Runtime(model=model, with_timers=False, mcp_servers=[cfg], store_path=store) as rt:
+        await rt.submit(user_input("summarize two texts"))
+        await rt.wait_idle()
+        assert rt.store is not None
+        exported = io.StringIO()
+        await rt.store.flush()
+        await export_jsonl(rt.store, exported, tool="sampling:asks")
+        operator = [m["text"] for m in rt.outbox.sent if m["channel"] == "operator"]
+    rows = [json.loads(line) for line in exported.getvalue().splitlines()]
+    assert [(r["tool"], r["status"], r["session"]) for r in rows] == [
+        ("sampling:asks", "ok", "main"),
+        ("sampling:asks", "denied", "main"),
+    ]
+    answered, refused = (r["arguments"] for r in rows)
+    assert (answered["server"], answered["tool"], answered["outcome"]) == (
+        "asks",
+        "summarize",
+        "answered",
+    )
+    assert answered["tokens"] > 0 and answered["max_tokens"] == 64
+    assert refused["outcome"] == "refused" and refused["tokens"] == 0
+    assert "sampling budget of 2 tokens" in rows[1]["error"]
+    assert rows[1]["decisions"][0]["decision"] == "deny"
+    [alert] = [t for t in operator if "sampling" in t]
+    assert alert.startswith(
+        "MCP server 'asks' asked to use the runtime's model (MCP sampling) for the first time "
+        "in this run (answered)."
+    )
+    assert "wakeful audit export --tool sampling:asks" in alert

@@ -366,7 +366,9 @@ async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: 
         )
     finally:
         conn.close()
-    with pytest.raises(StoreError, match="schema version 1 and this wakeful needs 2"):
+    with pytest.raises(
+        StoreError, match=f"schema version 1 and this wakeful needs {len(MIGRATIONS)}"
+    ):
         Store.read_only(db_path)
     assert raw_version(db_path) == 1
 
@@ -374,7 +376,7 @@ async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: 
         assert await store.pending_events() == [event]
         assert [t.id for t in await store.tasks()] == ["t_old"]
         assert await store.idempotency_entry("send_email", "k1") is None
-    assert raw_version(db_path) == 2
+    assert raw_version(db_path) == len(MIGRATIONS)
     conn = sqlite3.connect(db_path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     descriptions = conn.execute("SELECT version, description FROM schema_version").fetchall()
@@ -383,9 +385,10 @@ async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: 
     assert descriptions == [
         (1, "events, trajectories, tasks, timers"),
         (2, "idempotency keys, confirmation tokens, audit log"),
+        (3, "filtered events, channel cursors, connected channels"),
     ]
     with Store.read_only(db_path) as reader:
-        assert reader.schema_version() == 2
+        assert reader.schema_version() == len(MIGRATIONS)
         assert reader.audit_rows() == []
 
 

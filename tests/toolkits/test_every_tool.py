@@ -51,6 +51,7 @@ from wakeful.messages import AssistantMessage, Message, ToolCall, ToolMessage, U
 from wakeful.models import FunctionModel, Turn, say, use
 from wakeful.models.base import ToolDefinition
 from wakeful.runtime import Runtime, core_tools
+from wakeful.runtime.catalog import channel_tools
 from wakeful.safety.approvals import ApprovalRequest, Approvals
 from wakeful.safety.commands import PolicySettings
 from wakeful.safety.gate import CallGate
@@ -63,6 +64,7 @@ from wakeful.toolkits.execution.settings import (
     GitHubSettings,
     WebhookSettings,
 )
+from wakeful.toolkits.mail.settings import MailSettings
 from wakeful.toolkits.perception.calendar import CalendarSettings, CalendarSource
 from wakeful.toolkits.perception.public_http import PublicDataSettings
 from wakeful.toolkits.perception.server import PERCEPTION_TOOLS
@@ -79,11 +81,14 @@ CALL_SECONDS = 60.0
 
 FIXTURES = Path(__file__).parent / "data_fixtures"
 
+MAIL_PASSWORD_ENV = "WAKEFUL_EVERY_TOOL_IMAP_PASSWORD"
+"""The mail tools' password variable: set, so their calls get as far as the (closed) port."""
+
 
 def agent_tools() -> list[Tool]:
     """What an agent session offers besides the execution tools: core, perception, discovery
     and skills (the execution server's task tools share names with the core ones)."""
-    return [*core_tools(), *PERCEPTION_TOOLS, *DISCOVERY_TOOLS, *SKILL_TOOLS]
+    return [*core_tools(), *channel_tools(), *PERCEPTION_TOOLS, *DISCOVERY_TOOLS, *SKILL_TOOLS]
 
 
 def tool_families() -> dict[str, list[Tool]]:
@@ -95,7 +100,7 @@ def tool_families() -> dict[str, list[Tool]]:
 
     return {
         "core": core,
-        "triggers": from_package("triggers"),
+        "triggers": from_package("triggers") + channel_tools(),
         "comms": from_package("comms"),
         "tasks": from_package("tasks"),
         "perception": list(PERCEPTION_TOOLS),
@@ -189,6 +194,15 @@ def make_world(tmp_path: Path) -> World:
             from_address="Agent <agent@example.com>",
             timeout_seconds=5,
         ),
+        MailSettings(
+            host="127.0.0.1",
+            port=port,
+            security="none",
+            username="agent",
+            password_env=MAIL_PASSWORD_ENV,
+            from_address="Agent <agent@example.com>",
+            timeout_seconds=5,
+        ),
         WebhookSettings(allowed_hosts=("127.0.0.1",), timeout_seconds=5),
         GitHubSettings(base_url=closed, timeout_seconds=5),
         CalendarWriteSettings(caldav_url=f"{closed}/dav/", timeout_seconds=5),
@@ -232,7 +246,8 @@ def seed_example_files(root: Path, tools: Sequence[Tool]) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+    monkeypatch.setenv(MAIL_PASSWORD_ENV, "not a real password")
     return make_world(tmp_path)
 
 

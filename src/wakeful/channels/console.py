@@ -36,14 +36,25 @@ if TYPE_CHECKING:
 
 HELP = (
     "Type a message and press Enter. /stop [reason] interrupts, /tasks lists tasks, "
-    "/approvals lists calls waiting for you, /approve ID or /deny ID (and why) answers one, /help "
+    "/approvals lists what waits for you, /approve ID or /deny ID (and why) answers a call, "
+    "/answer ID field=value … or /decline ID answers a server's request for input, /help "
     "shows this, /quit leaves. Start a line with // to send text that begins with /."
 )
 
 # A command is a slash and a word, alone or followed by a space and arguments. Other lines that
 # start with a slash ("/etc/hosts is empty?") are ordinary text.
 _COMMAND: Final = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
-COMMANDS: Final = ("help", "quit", "stop", "tasks", "approvals", "approve", "deny")
+COMMANDS: Final = (
+    "help",
+    "quit",
+    "stop",
+    "tasks",
+    "approvals",
+    "approve",
+    "deny",
+    "answer",
+    "decline",
+)
 
 
 UNSENT_LABEL: Final = "wakeful (plain text, not sent with reply_to_user)>"
@@ -208,6 +219,10 @@ class ConsoleChannel:
             self.show_approvals()
         elif name in ("approve", "deny"):
             self.answer_approval(name == "approve", argument)
+        elif name == "answer":
+            self.answer_input(argument)
+        elif name == "decline":
+            self.decline_input(argument)
         else:
             self.console.print(
                 f"[yellow]Unknown command /{escape(typed)}; /help lists the commands "
@@ -217,10 +232,12 @@ class ConsoleChannel:
         return True
 
     def show_approvals(self) -> None:
-        """The calls of this session waiting for the user's yes or no."""
+        """The calls of this session waiting for the user's yes or no, and the servers' requests
+        for input waiting for an answer."""
         approvals = self.runtime.approvals
         waiting = approvals.pending(self.session) if approvals is not None else []
-        if not waiting:
+        inputs = approvals.pending_inputs(self.session) if approvals is not None else []
+        if not waiting and not inputs:
             self.console.print("[dim]No call is waiting for your approval.[/dim]")
         for request in waiting:
             why = " ".join(request.reasons)
@@ -228,6 +245,41 @@ class ConsoleChannel:
                 f"[yellow]{request.id}[/yellow] {escape(request.tool)} {escape(request.summary)}"
                 f" [dim]— {escape(why)}[/dim]"
             )
+        for asked in inputs:
+            self.console.print(f"[yellow]{asked.id}[/yellow] {escape(asked.question())}")
+
+    def answer_input(self, argument: str) -> None:
+        """`/answer ID field=value …`: answer a server's request for input. A bad answer is
+        explained, and the request stays open."""
+        request_id, _, values = argument.partition(" ")
+        approvals = self.runtime.approvals
+        if not request_id:
+            self.console.print(
+                "[yellow]Give the id: /answer ID field=value … (see /approvals).[/yellow]"
+            )
+            return
+        if approvals is None:
+            self.console.print(
+                f"[yellow]No request is waiting with id {escape(request_id)}.[/yellow]"
+            )
+            return
+        reply = approvals.answer_input(request_id, values)
+        style = "dim" if reply.accepted else "yellow"
+        self.console.print(f"[{style}]{escape(reply.text)}[/{style}]")
+
+    def decline_input(self, argument: str) -> None:
+        """`/decline ID [why]`: decline a server's request for input."""
+        request_id, _, why = argument.partition(" ")
+        approvals = self.runtime.approvals
+        if not request_id:
+            self.console.print("[yellow]Give the id: /decline ID (see /approvals).[/yellow]")
+        elif approvals is None or not approvals.decline_input(request_id, why.strip()):
+            self.console.print(
+                f"[yellow]No request for input is waiting with id {escape(request_id)}; "
+                "/approvals lists those that are.[/yellow]"
+            )
+        else:
+            self.console.print(f"[dim]Declined {escape(request_id)}.[/dim]")
 
     def answer_approval(self, approve: bool, argument: str) -> None:
         """`/approve ID [why]` or `/deny ID [why]`: answer one waiting call."""

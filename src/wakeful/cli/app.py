@@ -17,7 +17,7 @@ from typing import Annotated, Final
 import typer
 from rich.logging import RichHandler
 
-from . import audit, check, demo, doctor, inspection, mcp, run, tools
+from . import audit, channels, check, demo, doctor, inspection, mcp, run, tools
 from .console import err, out
 
 __all__ = ["REGISTRATIONS", "app", "main"]
@@ -35,6 +35,7 @@ REGISTRATIONS: Final[tuple[Callable[[typer.Typer], None], ...]] = (
     run.register,  # init, run
     demo.register,  # demo async
     inspection.register,  # events tail, tasks, timers
+    channels.register,  # channels
     doctor.register,  # doctor
     audit.register,  # audit stats, audit export
     check.register,  # check-command

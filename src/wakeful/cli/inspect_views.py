@@ -24,7 +24,7 @@ CONTENT_CHARS: Final = 200
 
 _WHITESPACE = re.compile(r"\s+")
 
-_STATUS_STYLES: Final = {"pending": "yellow", "consumed": "dim"}
+_STATUS_STYLES: Final = {"pending": "yellow", "consumed": "dim", "filtered": "magenta"}
 _TASK_STATE_STYLES: Final = {
     "running": "cyan",
     "completed": "green",

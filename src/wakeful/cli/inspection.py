@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Annotated, Any, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 from rich.markup import escape
 
+from ..core.records import EventStatus, StoredEvent
 from .console import out
 from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_store
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["events_app", "register"]
 
@@ -55,23 +60,34 @@ def events_tail(
         bool,
         typer.Option("--json", help='One JSON object per line: {"rowid", "status", "event"}.'),
     ] = False,
+    filtered: Annotated[
+        bool,
+        typer.Option(
+            "--filtered",
+            help="Only the events a channel's filter kept from the agent, with the reason.",
+        ),
+    ] = False,
 ) -> None:
-    """Show the latest events, oldest first, with their status (pending or consumed)."""
+    """Show the latest events, oldest first, with their status (pending, consumed, or filtered:
+    stored but kept from the agent by its channel's filter)."""
     from .inspect_views import event_json, events_table
 
+    status: EventStatus | None = "filtered" if filtered else None
+    table = filtered_table if filtered else events_table
     with reading_store(config, store, db) as reader:
-        latest = reader.recent_events(limit, session)
+        latest = reader.recent_events(limit, session, status=status)
         if as_json:
             for stored in latest:
                 _print_json(event_json(stored))
             sys.stdout.flush()
         elif latest:
-            out.print(events_table(latest))
+            out.print(table(latest))
         else:
             where = f" of session {session!r}" if session is not None else ""
             waiting = "; waiting for new ones (Ctrl-C stops)" if follow else ""
             out.print(
-                f"[dim]No events{escape(where)} in {escape(str(reader.path))} yet{waiting}.[/dim]"
+                f"[dim]No {'filtered ' if filtered else ''}events{escape(where)} in "
+                f"{escape(str(reader.path))} yet{waiting}.[/dim]"
             )
         if not follow:
             return
@@ -79,7 +95,9 @@ def events_tail(
         try:
             while True:
                 time.sleep(FOLLOW_POLL_SECONDS)
-                new = reader.recent_events(FOLLOW_BATCH, session, after_rowid=last_rowid)
+                new = reader.recent_events(
+                    FOLLOW_BATCH, session, after_rowid=last_rowid, status=status
+                )
                 if not new:
                     continue
                 last_rowid = new[-1].rowid
@@ -88,10 +106,36 @@ def events_tail(
                         _print_json(event_json(stored))
                     sys.stdout.flush()
                 else:
-                    out.print(events_table(new, header=not latest))
+                    out.print(table(new, header=not latest))
                     latest = new
         except KeyboardInterrupt:
             return
+
+
+def filtered_table(events: Sequence[StoredEvent], *, header: bool = True) -> Table:
+    """Filtered events as a table: who sent what, and why the filter kept it from the agent."""
+    from rich.table import Table
+
+    from .inspect_views import local_time, one_line_cell
+
+    table = Table(show_header=header, box=None, header_style="bold", pad_edge=False)
+    table.add_column("time", no_wrap=True)
+    table.add_column("channel", no_wrap=True, min_width=12)
+    table.add_column("source", min_width=14, max_width=24)
+    table.add_column("reason", min_width=20, max_width=48)
+    table.add_column("content")
+    for stored in events:
+        event = stored.event
+        source = f"{event.source.type}:{event.source.id}" if event.source.id else event.source.type
+        reason = event.context.get("filtered")
+        table.add_row(
+            local_time(event.ts),
+            one_line_cell(event.channel),
+            one_line_cell(source),
+            one_line_cell(reason if isinstance(reason, str) else "(no reason stored)"),
+            one_line_cell(event.text),
+        )
+    return table
 
 
 def tasks_command(

@@ -112,6 +112,7 @@ def run(
         raise fail(str(exc)) from exc
 
     from ..channels.console import ConsoleChannel, ConsoleObserver
+    from ..channels.registry import specs_from_tables
     from ..runtime.runtime import Runtime
 
     async def main() -> None:
@@ -135,6 +136,7 @@ def run(
             discovery=cfg.discovery,
             skills=cfg.skills.settings(),
             mcp_pins=pins,
+            channels=specs_from_tables(cfg.channels),
         )
         try:
             async with rt:

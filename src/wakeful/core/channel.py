@@ -108,6 +108,9 @@ class ChannelContext:
     inbox: Inbox
     cursors: ChannelCursorRepository
     workspace: Path
+    # The runtime's services (wakeful.services.Services), for channels that watch the runtime
+    # itself (system: tasks, user activity, the store's path); None outside a runtime.
+    services: object | None = None
 
 
 class ChannelKind(Protocol):

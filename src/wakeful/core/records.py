@@ -17,6 +17,7 @@ from ..events import Event
 
 __all__ = [
     "AuditRow",
+    "ConnectedChannel",
     "EventStatus",
     "IdempotencyEntry",
     "MissedPolicy",
@@ -29,7 +30,9 @@ __all__ = [
     "iso_utc",
 ]
 
-EventStatus = Literal["pending", "consumed"]
+# "filtered": stored and countable, but kept from the agent by its channel's filter (the reason
+# is in the event's context under "filtered"); never handed to a session, never recovered.
+EventStatus = Literal["pending", "consumed", "filtered"]
 TaskState = Literal["running", "completed", "failed", "cancelled", "lost"]
 MissedPolicy = Literal["fire_once", "skip"]
 TimerKind = Literal["once", "every", "cron"]
@@ -272,3 +275,17 @@ class AuditRow(NamedTuple):
     status: str
     duration_ms: float
     data: dict[str, Any]
+
+
+# --- channels ------------------------------------------------------------------------------------
+
+
+class ConnectedChannel(NamedTuple):
+    """A channel the agent connected while running (`connect_channel`), as stored so the next
+    start reconnects it: its unique name, its kind, its settings and filter as JSON objects."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any]
+    filter: dict[str, Any]
+    connected_at: str

@@ -9,7 +9,7 @@ full disk they are not refused but held in memory and written, in order, once sp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -54,6 +54,20 @@ class EventRepository(Protocol):
         """Store several events in one write, all or none; return their rowids in order."""
         ...
 
+    async def add_new(self, event: Event, status: EventStatus = "pending") -> bool:
+        """Store `event` unless an event with its id is stored already (a redelivery); say
+        whether it was stored. Refused with StoreFull while space is short, like :meth:`add`."""
+        ...
+
+    async def add_new_many(self, events: Sequence[tuple[Event, EventStatus]]) -> list[bool]:
+        """Store each (event, status) whose id is not stored yet, in one transaction; say for
+        each whether it was stored (False: a duplicate, already stored or earlier in `events`)."""
+        ...
+
+    async def count(self, session: str | None = None) -> dict[str, int]:
+        """How many events are stored with each status (a status without any is absent)."""
+        ...
+
     async def mark(self, ids: Iterable[str], status: str) -> None:
         """Set the status ('pending' or 'consumed') of the events with these ids (a kept write).
         Unknown ids are ignored: marking is idempotent."""
@@ -64,9 +78,15 @@ class EventRepository(Protocol):
         ...
 
     async def recent(
-        self, limit: int = 50, session: str | None = None, after_rowid: int | None = None
+        self,
+        limit: int = 50,
+        session: str | None = None,
+        after_rowid: int | None = None,
+        *,
+        status: EventStatus | None = None,
     ) -> list[StoredEvent]:
-        """Events in arrival order: the last `limit`, or the first `limit` after `after_rowid`."""
+        """Events in arrival order: the last `limit`, or the first `limit` after `after_rowid`;
+        only those with `status` when it is given."""
         ...
 
 
@@ -260,4 +280,13 @@ class ChannelCursorRepository(Protocol):
 
     async def put(self, channel: str, key: str, value: str) -> None:
         """Store (channel, key) = value, replacing any earlier value, durably."""
+        ...
+
+    async def put_many(self, channel: str, values: Mapping[str, str]) -> None:
+        """Store several cursors of one channel in one transaction (values that only make sense
+        together, like an IMAP mailbox's UIDVALIDITY and last UID)."""
+        ...
+
+    async def forget(self, channel: str) -> None:
+        """Drop every cursor of `channel` (it was disconnected for good)."""
         ...

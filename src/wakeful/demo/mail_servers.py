@@ -15,6 +15,7 @@ As root, Dovecot runs its login and internal processes as its own users and the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -51,6 +52,11 @@ def dovecot_missing() -> str | None:
         if not Path(program).exists():
             return f"{program} is missing: {INSTALL_HINT}"
     return None
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
+        os.killpg(pgid, signum)
 
 
 def _free_port() -> int:
@@ -195,12 +201,17 @@ class DovecotServer:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        process.send_signal(signal.SIGTERM)
+        # The whole process group: the IMAP processes serving open connections outlive the
+        # master otherwise, and a stopped server must drop its clients.
+        _signal_group(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+        _signal_group(process.pid, signal.SIGKILL)
+        if process.stderr is not None:
+            process.stderr.close()
 
     def start(self) -> None:
         """Start (or restart) the server and wait until it accepts connections."""
@@ -281,11 +292,14 @@ class SmtpRelay:
         self._controller.stop()
 
     def send(self, raw: bytes, *, sender: str, recipients: list[str]) -> None:
-        """Hand one message to this server over SMTP, as another mail server would."""
+        """Hand one message to this server over SMTP, as another mail server would (lines
+        end in CRLF on the wire, whatever they end in in `raw`)."""
+        import re
         import smtplib
 
+        wire = re.sub(rb"\r?\n", b"\r\n", raw)
         with smtplib.SMTP(self.host, self.port, timeout=30) as smtp:
-            smtp.sendmail(sender, recipients, raw)
+            smtp.sendmail(sender, recipients, wire)
 
 
 class _LmtpHandler:

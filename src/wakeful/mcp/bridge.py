@@ -24,6 +24,13 @@ work longer than that, run it in the background (`shell_exec` with background=tr
 Server features besides tools, where the caller asks for them: a root's files as resources
 (:mod:`.resources`), skills as prompts (:mod:`.prompts`), completion of the resource template's
 path (:mod:`.completions`); every bridge server honours `logging/setLevel` (:mod:`.client_log`).
+
+Protocol errors: the tools, prompts and resource templates are listed in one page (no
+`nextCursor`), so a list request that carries a cursor is -32602 "Invalid params" naming it, as
+is a resources/list cursor past the last file; an unknown tool is -32602 too. An `initialize`
+asking for a protocol version this server does not support is answered, by the SDK, with the
+latest version it does support (the specification's rule: the client then decides whether to
+go on), not with an error.
 """
 
 from __future__ import annotations
@@ -138,6 +145,7 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        _refuse_cursor("tools/list", params)
         return listed
 
     async def call_tool(
@@ -248,6 +256,18 @@ def build_server(
     return server
 
 
+def _refuse_cursor(method: str, params: types.PaginatedRequestParams | None) -> None:
+    """A list this server answers in one page gives no nextCursor, so any cursor sent with it
+    was not given by this server: the protocol's -32602, naming the cursor."""
+    cursor = params.cursor if params is not None else None
+    if cursor is not None:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Invalid params: the cursor {cursor!r} was not given by this server; its "
+            f"{method} answers in one page with no nextCursor, so list without a cursor.",
+        )
+
+
 async def set_logging_level(
     ctx: ServerRequestContext[Services], params: types.SetLevelRequestParams
 ) -> types.EmptyResult:
@@ -268,11 +288,23 @@ def _feature_handlers(
         async def list_resources(
             ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
         ) -> types.ListResourcesResult:
-            return await files.list_page(params.cursor if params else None)
+            cursor = params.cursor if params else None
+            page = await files.list_page(cursor)
+            if cursor is not None and not page.resources:
+                # A nextCursor is only given when more entries follow: one that leads past
+                # the end was not given by this server (or the root changed since).
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"Invalid params: the cursor {cursor!r} of resources/list is past the last "
+                    "resource, so this server did not give it (or the root changed since); "
+                    "list again without a cursor.",
+                )
+            return page
 
         async def list_templates(
             ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
         ) -> types.ListResourceTemplatesResult:
+            _refuse_cursor("resources/templates/list", params)
             return template
 
         async def read_resource(
@@ -291,6 +323,7 @@ def _feature_handlers(
         async def list_prompts(
             ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
         ) -> types.ListPromptsResult:
+            _refuse_cursor("prompts/list", params)
             return skills.listed()
 
         async def get_prompt(

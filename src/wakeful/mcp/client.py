@@ -15,6 +15,10 @@ times out when the server sends neither a result nor progress for `call_timeout_
 the latest after `max_call_seconds`; cancelling it sends the protocol's cancellation. Leaving the
 `async with` stops every server, also when it is left by cancellation.
 
+A server may ask for what the client itself gives (see :mod:`.connection`): its roots, a run of
+the runtime's model (sampling, `allow_sampling`, audited) and a person's input during a call
+(elicitation, `allow_elicitation`, asked through the runtime's approvals).
+
 Third-party tool annotations are hints we do not act on: unless a server is configured
 `trusted = true`, each of its tools counts as possibly destructive and never as read-only (so it
 is never run in parallel or in a side session because it claims to be harmless).
@@ -45,13 +49,14 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types
@@ -61,11 +66,12 @@ from mcp.server.mcpserver import MCPServer
 
 from ..activity import ActivitySignal
 from ..errors import ConfigError, UserError
-from ..events import SYSTEM_ALERT, Event, Source
+from ..events import SYSTEM_ALERT, Event, Source, utc_now
 from ..models.base import Model
 from ..tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from .config import MCPServerConfig, in_process_config
 from .connection import MCPConnection, ServerState
+from .elicitation import MCPElicitation
 from .pins import ToolPins, change_summary, definition_diff, definition_sha256
 from .sampling import MCPSampler, SamplingRecord
 from .trust import (
@@ -74,6 +80,10 @@ from .trust import (
     poisoning_findings,
     shadowing_findings,
 )
+
+if TYPE_CHECKING:
+    from ..safety.approvals import Approvals
+    from ..safety.audit import AuditLog, AuditRecord, AuditStatus
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +133,10 @@ class MCPToolset:
     namespaced as `server.tool`. `in_process` serves `MCPServer` objects of this process over
     the SDK's in-memory transport (for tests, or Python tools exposed through MCP). Servers
     are offered `workdir` as their roots (unless their config names `roots`); those configured
-    `allow_sampling = true` may run `model` (see :mod:`.mcp_sampling`).
+    `allow_sampling = true` may run `model` (see :mod:`.sampling`): each such request is
+    written to `audit` (when given) and the first of each server in a run is told through
+    `alert_operator` (else the log). With `approvals`, servers with `allow_elicitation` may ask
+    the user for input during a call (see :mod:`.elicitation`); without, no server may.
     """
 
     def __init__(
@@ -139,8 +152,14 @@ class MCPToolset:
         lock_poll_seconds: float = 1.0,
         model: Model | None = None,
         workdir: Path | None = None,
+        approvals: Approvals | None = None,
+        audit: AuditLog | None = None,
+        alert_operator: Emit | None = None,
     ) -> None:
         self._emit = emit
+        self.audit = audit
+        self._alert_operator = alert_operator
+        self._sampled: set[str] = set()  # servers that have sampled in this run
         self.pins = pins
         self.lock_poll_seconds = lock_poll_seconds
         self._pins_lock = anyio.Lock()
@@ -165,7 +184,12 @@ class MCPToolset:
                 self,
                 server,
                 roots=config.roots or _default_roots(config, workdir),
-                sampler=_sampler(config, model),
+                sampler=_sampler(config, model, self._sampling_ended),
+                elicitation=(
+                    MCPElicitation(config.name, approvals)
+                    if approvals is not None and config.allow_elicitation
+                    else None
+                ),
             )
         self._tools: list[tuple[MCPConnection, Tool]] = []
         self.collisions: dict[str, list[str]] = {}
@@ -243,6 +267,35 @@ class MCPToolset:
     def sampling_records(self) -> list[SamplingRecord]:
         """Every sampling request of every server in this run, and how it ended."""
         return [r for c in self._connections.values() if c.sampler for r in c.sampler.records]
+
+    async def _sampling_ended(self, record: SamplingRecord) -> None:
+        """Audit one sampling request (a row with server, tokens, outcome) and tell the
+        operator the first time a server samples in this run."""
+        if self.audit is not None:
+            await self.audit.record(_sampling_audit_record(record))
+        if record.server in self._sampled:
+            return
+        self._sampled.add(record.server)
+        text = (
+            f"MCP server {record.server!r} asked to use the runtime's model (MCP sampling) for "
+            f"the first time in this run ({record.outcome}"
+            f"{': ' + record.reason if record.reason else ''}). Every request of it is in the "
+            f"audit log as the tool 'sampling:{record.server}' (`wakeful audit export --tool "
+            f"sampling:{record.server}`); set allow_sampling = false in its configuration to "
+            "stop it."
+        )
+        if self._alert_operator is None:
+            log.warning("%s", text)
+            return
+        await self._alert_operator(
+            Event(
+                kind=SYSTEM_ALERT,
+                source=Source(type="system", id=f"mcp:{record.server}"),
+                content=text,
+                context={"mcp_server": record.server, "sampling": record.outcome},
+                session="operator",
+            )
+        )
 
     def disabled(self) -> list[DisabledTool]:
         """Every tool a server lists that is not offered, with the reason."""
@@ -576,7 +629,47 @@ def _default_roots(config: MCPServerConfig, workdir: Path | None) -> list[Path]:
     return [workdir] if workdir is not None and config.url is None else []
 
 
-def _sampler(config: MCPServerConfig, model: Model | None) -> MCPSampler | None:
+def _sampling_audit_record(record: SamplingRecord) -> AuditRecord:
+    """The audit log's row for one sampling request: the tool is `sampling:SERVER`, the
+    arguments say what was asked and spent, the status how it ended."""
+    from ..safety.audit import AuditRecord
+
+    statuses: dict[str, AuditStatus] = {"answered": "ok", "refused": "denied", "failed": "error"}
+    status = statuses[record.outcome]
+    decision = "deny" if record.outcome == "refused" else "allow"
+    return AuditRecord(
+        time=utc_now(),
+        session=record.session or "main",
+        tool=f"sampling:{record.server}",
+        call_id=f"sampling-{uuid.uuid4().hex[:12]}",
+        arguments={
+            "server": record.server,
+            "tool": record.tool,
+            "messages": record.messages,
+            "prompt_chars": record.prompt_chars,
+            "max_tokens": record.max_tokens,
+            "tokens": record.tokens,
+            "answer_chars": record.answer_chars,
+            "outcome": record.outcome,
+        },
+        decisions=[
+            {
+                "layer": "mcp_sampling",
+                "decision": decision,
+                "reasons": [record.reason] if record.reason else [],
+            }
+        ],
+        status=status,
+        duration_ms=record.seconds * 1000,
+        error=record.reason or None,
+    )
+
+
+def _sampler(
+    config: MCPServerConfig,
+    model: Model | None,
+    on_record: Callable[[SamplingRecord], Awaitable[None]],
+) -> MCPSampler | None:
     """What answers the server's sampling requests: only with the operator's consent."""
     if not config.allow_sampling:
         return None
@@ -585,7 +678,7 @@ def _sampler(config: MCPServerConfig, model: Model | None) -> MCPSampler | None:
             f"MCP server {config.name!r} sets allow_sampling = true, but this toolset has no "
             "model to sample with; pass model= to MCPToolset, or turn allow_sampling off."
         )
-    return MCPSampler(config.name, model, config.sampling_max_tokens_total)
+    return MCPSampler(config.name, model, config.sampling_max_tokens_total, on_record=on_record)
 
 
 def _enabled_again(connection: MCPConnection, tool: str) -> str:

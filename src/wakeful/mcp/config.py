@@ -87,6 +87,13 @@ class MCPServerConfig(BaseModel):
     default: a server must not spend the user's model budget without the operator's consent."""
     sampling_max_tokens_total: int = Field(default=20_000, gt=0)
     """The most tokens (prompt and answer) the server's sampling requests may use per run."""
+    allow_elicitation: bool = True
+    """Let the server ask the user for input during a call (MCP elicitation): a form, or a page
+    to open. On by default, unlike sampling: it costs nothing, a person sees every question
+    with the server's name and the warning that the server (not the agent) asks, nothing is
+    sent without their explicit answer, and silence declines. Turn it off for a server whose
+    questions you do not want to see (a server that phishes for secrets); its calls that need
+    input then end with advice instead. Needs a runtime with approvals (a safety gate)."""
 
     @field_validator("name")
     @classmethod

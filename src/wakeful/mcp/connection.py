@@ -4,14 +4,18 @@
 changes of its tool list, lists its tools, checks its health, and when the connection is lost
 (the process exited, or it stopped answering) reports it and starts again with exponential
 backoff. A server whose program is missing is reported once and not retried. Calls are sent by
-`MCPConnection.call` from the calling tool's task, since the SDK multiplexes requests. A call
-that stops to ask for a person's input (an input-required result, the URL-elicitation-required
-error) ends with advice that fits (:mod:`.mcp_input`), since this client cannot collect it yet.
+`MCPConnection.call` from the calling tool's task, since the SDK multiplexes requests.
 
 What the client itself can give, it answers, in the older protocol's server-to-client requests as
 in the 2026-07-28 input-required results: its roots (the configured `roots`, else the runtime's
-workdir; no roots capability when there is neither) and, for a server configured
-`allow_sampling = true` only, a run of the runtime's model (:mod:`.mcp_sampling`).
+workdir; no roots capability when there is neither), for a server configured
+`allow_sampling = true` only, a run of the runtime's model (:mod:`.sampling`), and, for a server
+with `allow_elicitation` in a runtime that can ask a person, that person's answer
+(:mod:`.elicitation`). While a person is asked, the call's timeouts are held: the person has the
+approvals' timeout, not the call's. What the person was asked and how it ended is added to the
+call's result for the agent. A call that stops to ask for input this client cannot collect (the
+URL-elicitation-required error, or elicitation not allowed) ends with advice that fits
+(:mod:`.input`).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack, suppress
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, ExitStack, contextmanager, suppress
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO, cast
 
@@ -46,6 +51,7 @@ from mcp import Client, StdioServerParameters
 
 from ..tools.spec import ToolContext, ToolResult
 from .config import MCPServerConfig
+from .elicitation import CallOrigin, MCPElicitation
 from .input import asked_by_error, asked_by_result, needs_input_result
 from .results import tool_result_from_mcp
 from .sampling import MCPSampler
@@ -86,8 +92,13 @@ class MCPConnection:
         *,
         roots: Sequence[Path] = (),
         sampler: MCPSampler | None = None,
+        elicitation: MCPElicitation | None = None,
     ) -> None:
         self.config = config
+        # Asks a person for the server's elicitations; None: no elicitation capability.
+        self.elicitation = elicitation
+        # The calls in flight, for a server-to-client request that does not say its call.
+        self._calls: list[_CallInFlight] = []
         # What the server is told it may work in (MCP roots); none: no roots capability.
         self.roots = [_root(path) for path in roots]
         # Answers its sampling requests; None (not allowed): no sampling capability.
@@ -196,6 +207,9 @@ class MCPConnection:
                         # A callback is what declares the capability to the server.
                         list_roots_callback=self._list_roots if self.roots else None,
                         sampling_callback=self._sample if self.sampler is not None else None,
+                        elicitation_callback=(
+                            self._elicit if self.elicitation is not None else None
+                        ),
                     )
                     await stack.enter_async_context(client)
                     reason = await self._serve(client, ended, connecting)
@@ -334,10 +348,54 @@ class MCPConnection:
     async def _sample(
         self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
-        return await self._answer_sampling(params, None)
+        calls = self._calls_of_request()
+        return await self._answer_sampling(params, calls[0] if len(calls) == 1 else None)
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        calls = self._calls_of_request()
+        if len(calls) <= 1:
+            return await self._answer_elicitation(params, calls[0] if calls else None)
+        # Several calls of one session: the person is told it is one of them, and their
+        # deadlines are all held while they answer; each call's result carries the outcome.
+        tools = ", ".join(sorted({c.origin.tool for c in calls}))
+        shared = CallOrigin(
+            calls[0].origin.session, f"one of {len(calls)} calls in flight ({tools})"
+        )
+        with ExitStack() as stack:
+            for call in calls:
+                stack.enter_context(call.progress.held())
+            assert self.elicitation is not None  # declared only with it
+            answer = await self.elicitation.answer(params, shared)
+        for call in calls:
+            call.origin.asked.extend(shared.asked)
+        return answer
+
+    def _calls_of_request(self) -> list[_CallInFlight]:
+        """The calls a server-to-client request (older protocol) may have come during: such a
+        request does not say, so it is every call in flight, when they are of one session; none
+        when there is none or they belong to several sessions (the request then goes to the
+        "main" session, naming no call)."""
+        sessions = {c.origin.session for c in self._calls}
+        return list(self._calls) if len(sessions) == 1 else []
+
+    async def _answer_elicitation(
+        self, params: mcp_types.ElicitRequestParams, call: _CallInFlight | None
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        if self.elicitation is None:  # only reached on a 2026 call: nothing was declared
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message=f"MCP server {self.name!r} may not ask this client's user for input",
+            )
+        if call is None:
+            return await self.elicitation.answer(params, None)
+        # The person has the approvals' time to answer, not the call's.
+        with call.progress.held():
+            return await self.elicitation.answer(params, call.origin)
 
     async def _answer_sampling(
-        self, params: mcp_types.CreateMessageRequestParams, tool: str | None
+        self, params: mcp_types.CreateMessageRequestParams, call: _CallInFlight | None
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
         if self.sampler is None:
             log.warning("MCP server %r asked to sample without allow_sampling", self.name)
@@ -348,17 +406,25 @@ class MCPConnection:
                     "the operator has to set allow_sampling = true in its configuration"
                 ),
             )
-        return await self.sampler.answer(params, tool=tool)
+        origin = call.origin if call is not None else None
+        return await self.sampler.answer(
+            params,
+            tool=origin.tool if origin is not None else None,
+            session=origin.session if origin is not None else None,
+        )
 
     async def _answer_input(
-        self, request: mcp_types.InputRequest, tool: str
+        self, request: mcp_types.InputRequest, call: _CallInFlight
     ) -> mcp_types.InputResponse | mcp_types.ErrorData | None:
         """This client's answer to what a server asked for during a call (2026-07-28), or None
-        for what it cannot give (a person's input, or roots it does not have)."""
+        for what it cannot give (a person's input when elicitation is not allowed, or roots it
+        does not have)."""
         if isinstance(request, mcp_types.CreateMessageRequest):
-            return await self._answer_sampling(request.params, tool)
+            return await self._answer_sampling(request.params, call)
         if isinstance(request, mcp_types.ListRootsRequest) and self.roots:
             return mcp_types.ListRootsResult(roots=self.roots)
+        if isinstance(request, mcp_types.ElicitRequest) and self.elicitation is not None:
+            return await self._answer_elicitation(request.params, call)
         return None
 
     async def _closed_reason(self) -> str:
@@ -467,16 +533,40 @@ class MCPConnection:
         hard_deadline = started + cfg.max_call_seconds
         scope = anyio.CancelScope(deadline=min(started + cfg.call_timeout_seconds, hard_deadline))
         progress = _CallProgress(scope, cfg.call_timeout_seconds, hard_deadline, ctx)
-        if ctx.task is None:
-            # `ToolContext.progress` reports nowhere without a task, so progress only extends
-            # the deadline: no forwarding task, and no task group whose exit costs a checkpoint.
-            with scope:
-                outcome = await self._send(client, remote_name, tool, arguments, progress)
-        else:
-            async with anyio.create_task_group() as tg:
-                progress.task_group = tg
+        call = _CallInFlight(CallOrigin(ctx.session, tool), progress)
+        self._calls.append(call)
+        outcome: mcp_types.CallToolResult | ToolResult | None = None
+        try:
+            if ctx.task is None:
+                # `ToolContext.progress` reports nowhere without a task, so progress only
+                # extends the deadline: no forwarding task, and no task group whose exit costs
+                # a checkpoint.
                 with scope:
-                    outcome = await self._send(client, remote_name, tool, arguments, progress)
+                    outcome = await self._send(client, remote_name, call, arguments)
+            else:
+                async with anyio.create_task_group() as tg:
+                    progress.task_group = tg
+                    with scope:
+                        outcome = await self._send(client, remote_name, call, arguments)
+        finally:
+            self._calls.remove(call)
+        result = self._outcome(tool, started, scope, progress, outcome)
+        if call.origin.asked:
+            note = " ".join(call.origin.asked)
+            result = replace(result, content=f"{result.content}\n\n[{note}]")
+        return result
+
+    def _outcome(
+        self,
+        tool: str,
+        started: float,
+        scope: anyio.CancelScope,
+        progress: _CallProgress,
+        outcome: mcp_types.CallToolResult | ToolResult | None,
+    ) -> ToolResult:
+        """The result of a call that ended: a timeout's error, or the server's result."""
+        cfg = self.config
+        hard_deadline = progress.hard_deadline
         if scope.cancelled_caught:
             self._probe_now.set()  # a server that ignores one call may have stopped answering
             elapsed = anyio.current_time() - started
@@ -492,24 +582,21 @@ class MCPConnection:
                 f"nor progress for {cfg.call_timeout_seconds:g} s (call_timeout_seconds). The "
                 "server was told to cancel it. Try a smaller request, or another approach."
             )
+        assert outcome is not None  # set unless the scope was cancelled
         if isinstance(outcome, ToolResult):
             return outcome
         return tool_result_from_mcp(outcome)
 
     async def _send(
-        self,
-        client: Client,
-        remote_name: str,
-        tool: str,
-        arguments: dict[str, Any],
-        progress: _CallProgress,
+        self, client: Client, remote_name: str, call: _CallInFlight, arguments: dict[str, Any]
     ) -> mcp_types.CallToolResult | ToolResult:
         """The server's result, or the error to return for a call that failed."""
+        tool, progress = call.origin.tool, call.progress
 
         async def answer(
             request: mcp_types.InputRequest,
         ) -> mcp_types.InputResponse | mcp_types.ErrorData | None:
-            return await self._answer_input(request, tool)
+            return await self._answer_input(request, call)
 
         try:
             result = await _call_tool(client, remote_name, arguments, progress, answer)
@@ -533,10 +620,33 @@ class MCPConnection:
             return needs_input_result(self.name, tool, asked_by_result(result))
         return result
 
+    def _withheld(self) -> str:
+        """What this client does not offer the server, and why, as sentences (or "")."""
+        withheld = []
+        if self.elicitation is None:
+            withheld.append(
+                "it may not ask the user for input (allow_elicitation = false in its configuration)"
+                if not self.config.allow_elicitation
+                else "this client has nobody to ask for input (no approvals)"
+            )
+        if self.sampler is None:
+            withheld.append("it may not use the runtime's model (allow_sampling is off)")
+        if not withheld:
+            return ""
+        text = "; ".join(withheld)
+        return f"{text[0].upper()}{text[1:]}. "
+
     def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
         asked = asked_by_error(exc)
         if asked is not None:
             return needs_input_result(self.name, tool, asked)
+        if exc.code == mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+            return ToolResult.error(
+                f"MCP server {self.name!r} cannot run {tool} for this client: it needs a client "
+                f"capability that is not offered to it ({exc.message}). {self._withheld()}Do "
+                f"not call {tool} again, with these or other arguments; use another tool or "
+                "approach, or tell the user what the server needs."
+            )
         if exc.code == CONNECTION_CLOSED:
             return ToolResult.error(
                 f"MCP server {self.name!r} closed the connection during the call to {tool}: it "
@@ -547,6 +657,14 @@ class MCPConnection:
             f"MCP server {self.name!r} rejected the call to {tool} with error {exc.code}: "
             f"{exc.message}. Check the arguments against the tool's schema and call again."
         )
+
+
+@dataclass
+class _CallInFlight:
+    """A call being sent: whose it is (for what the server asks during it) and its deadline."""
+
+    origin: CallOrigin
+    progress: _CallProgress
 
 
 AnswerInput = Callable[
@@ -648,11 +766,28 @@ class _CallProgress:
         self.task_group: TaskGroup | None = None
         self._relay: MemoryObjectSendStream[tuple[float | None, str]] | None = None
         self._done = False
+        self._held = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No deadline while a person is asked for the server: the time they take is added
+        to the hard deadline, and the call's timeout starts afresh when they have answered."""
+        began = anyio.current_time()
+        self._held += 1
+        self.scope.deadline = math.inf
+        try:
+            yield
+        finally:
+            self._held -= 1
+            self.hard_deadline += anyio.current_time() - began
+            if not self._held:
+                self.scope.deadline = min(anyio.current_time() + self.timeout, self.hard_deadline)
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         if self._done:
             return  # progress arriving late must not touch the finished call
-        self.scope.deadline = min(anyio.current_time() + self.timeout, self.hard_deadline)
+        if not self._held:
+            self.scope.deadline = min(anyio.current_time() + self.timeout, self.hard_deadline)
         if self.task_group is None:
             return
         if self._relay is None:

@@ -3,11 +3,13 @@
 Newer MCP servers can stop a call to ask for something only a person, or the client, can give:
 an input-required result (2026-07-28) that embeds elicitation, sampling or roots requests, or the
 URL-elicitation-required error -32042 (2025-11-25: "open this page to sign in"). The connection
-answers roots and, for servers allowed to, sampling itself (see :mod:`.mcp_sampling`); wakeful
-has no way to put a question to a person during a call yet, so a call that needs one ends with
-an error that says what the server asked for and that calling again with other arguments will
-not help, instead of the advice for a rejected call ("check the arguments and call again"),
-which invites retries.
+answers roots, for servers allowed to, sampling (see :mod:`.sampling`), and for servers allowed
+to elicit in a runtime that can ask a person, elicitation (see :mod:`.elicitation`). What is
+left — elicitation of a server with `allow_elicitation = false` or with nobody to ask, and the
+-32042 error, whose pages are not put to the person (yet) — ends the call with an error that
+says what the server asked for and that calling again with other arguments will not help,
+instead of the advice for a rejected call ("check the arguments and call again"), which invites
+retries.
 """
 
 from __future__ import annotations

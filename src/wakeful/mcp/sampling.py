@@ -5,13 +5,16 @@ Only servers configured `allow_sampling = true` are offered sampling (the capabi
 to no other), since each answer spends the user's model budget. The request's messages and
 system prompt are a third party's text: they are sent to the model with no tools, and an answer
 is only text, so a server cannot make the runtime act through it. Only text content is accepted;
-images and audio are refused. Each request and its outcome is logged and kept in `records`
-(served by `MCPToolset.sampling_records`), which is what this client audits of sampling.
+images and audio are refused. Each request and its outcome is logged, kept in `records`
+(served by `MCPToolset.sampling_records`) and handed to `on_record`, which in a runtime writes
+it to the audit log (one row per request: server, tokens, outcome) and tells the operator the
+first time a server samples in a run.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,14 +47,30 @@ class SamplingRecord:
     """Tokens the model used for it (prompt and answer), counted against the budget."""
     answer_chars: int = 0
     reason: str = ""
+    session: str | None = None
+    """The session whose call it came during, when known."""
+    seconds: float = 0.0
+    """How long answering it took."""
+
+
+OnSamplingRecord = Callable[[SamplingRecord], Awaitable[None]]
+"""Told of each sampling request once it has ended (the runtime audits it)."""
 
 
 class MCPSampler:
     """Answers one server's sampling requests with `model`, one at a time, until the server has
     used `max_tokens_total` tokens in this run."""
 
-    def __init__(self, server: str, model: Model, max_tokens_total: int) -> None:
+    def __init__(
+        self,
+        server: str,
+        model: Model,
+        max_tokens_total: int,
+        *,
+        on_record: OnSamplingRecord | None = None,
+    ) -> None:
         self.server = server
+        self.on_record = on_record
         self.model = model
         self.max_tokens_total = max_tokens_total
         self.spent = 0
@@ -60,9 +79,31 @@ class MCPSampler:
         self._lock = anyio.Lock()
 
     async def answer(
-        self, params: mcp_types.CreateMessageRequestParams, *, tool: str | None = None
+        self,
+        params: mcp_types.CreateMessageRequestParams,
+        *,
+        tool: str | None = None,
+        session: str | None = None,
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
-        """The model's answer to a sampling request, or the error that refuses it."""
+        """The model's answer to a sampling request, or the error that refuses it; either way
+        the request is recorded and handed to `on_record`."""
+        ended: list[SamplingRecord] = []
+        try:
+            return await self._answer(params, tool, session, ended)
+        finally:
+            if self.on_record is not None:
+                for entry in ended:
+                    with anyio.CancelScope(shield=True):
+                        await self.on_record(entry)
+
+    async def _answer(
+        self,
+        params: mcp_types.CreateMessageRequestParams,
+        tool: str | None,
+        session: str | None,
+        ended: list[SamplingRecord],
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        began = anyio.current_time()
         texts = [block.text for m in params.messages for block in _text_blocks(m)]
         prompt_chars = sum(map(len, texts)) + len(params.system_prompt or "")
         asked = f"{len(params.messages)} message(s), {prompt_chars} characters"
@@ -91,8 +132,11 @@ class MCPSampler:
                 tokens,
                 answer_chars,
                 reason,
+                session,
+                anyio.current_time() - began,
             )
             self.records.append(entry)
+            ended.append(entry)
             log.warning("MCP server %r sampling request %s: %s", self.server, outcome, entry)
 
         refusal = self._refusal(params)

@@ -1,5 +1,6 @@
 """Building a running runtime's parts from its settings: the store, the services tools use (the
-task manager among them), the idle-eviction countdowns, the timers, and the sandbox check.
+task manager among them), the idle-eviction countdowns, the timers, the event channels, and the
+sandbox check.
 
 Each part is entered on the runtime's exit stack or started in its task group, so the runtime
 leaves them in reverse order; the runtime calls these in the order its start needs (see
@@ -27,9 +28,18 @@ if TYPE_CHECKING:
     from ..channels.timers import TimerService
     from ..events import Event
     from ..store.sqlite import Store
+    from .channels import RuntimeChannels
+    from .inbox import RuntimeInbox
     from .settings import RuntimeSettings
 
-__all__ = ["check_sandbox", "load_timers", "new_services", "open_store", "start_eviction"]
+__all__ = [
+    "check_sandbox",
+    "load_timers",
+    "new_services",
+    "open_store",
+    "start_channels",
+    "start_eviction",
+]
 
 
 async def open_store(settings: RuntimeSettings, stack: AsyncExitStack) -> Store | None:
@@ -120,3 +130,29 @@ async def load_timers(
     services.timers = timers
     await timers.load()
     return timers
+
+
+async def start_channels(
+    settings: RuntimeSettings,
+    tg: TaskGroup,
+    inbox: RuntimeInbox,
+    store: Store | None,
+    services: Services,
+) -> RuntimeChannels:
+    """The runtime's channels, each supervised in `tg`: the configured ones validated (a bad
+    one fails the start, naming its table and field) and started, then those the agent
+    connected in an earlier run. The channel tools find them in `services.state`."""
+    from ..toolkits.triggers.channels import ChannelControl
+    from .channels import RuntimeChannels
+
+    channels = RuntimeChannels(
+        tg=tg,
+        inbox=inbox,
+        store=store,
+        workspace=settings.workdir or Path.cwd(),
+        kinds=settings.channel_kinds,
+        services=services,
+    )
+    services.state[ChannelControl] = channels
+    await channels.start(settings.channels)
+    return channels

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
     from ..agent.session import SessionConfig
     from ..discovery.catalog import CatalogServer
     from ..mcp.client import MCPToolset
+    from ..safety.gate import CallGate
     from ..services import Emit, Outbox, Services
     from .settings import RuntimeSettings
 
-__all__ = ["ToolCatalog", "core_tools"]
+__all__ = ["ToolCatalog", "channel_tools", "core_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,14 @@ def core_tools() -> list[Tool]:
     return [reply_to_user, *TASK_TOOLS, run_shell, monitor_shell, *TIMER_TOOLS]
 
 
+def channel_tools() -> list[Tool]:
+    """connect_channel, disconnect_channel, list_channels: offered with the core tools when
+    the runtime has a store, which keeps the channels the agent connects across restarts."""
+    from ..toolkits.triggers.channels import CHANNEL_TOOLS
+
+    return list(CHANNEL_TOOLS)
+
+
 class ToolCatalog:
     """The registry every session calls tools from, and what keeps it and the discovery index
     current while the runtime runs."""
@@ -51,13 +60,14 @@ class ToolCatalog:
     def __init__(self, settings: RuntimeSettings) -> None:
         self._settings = settings
         given = list(settings.tools)
-        tool_list = [*core_tools(), *given] if settings.with_core_tools else given
+        builtin = [*core_tools(), *(channel_tools() if settings.store_path is not None else [])]
+        tool_list = [*builtin, *given] if settings.with_core_tools else given
         # The names that stay in the prompt with discovery on (empty with it off).
         self.core_names: tuple[str, ...] = ()
         if settings.enabled_discovery is not None:
             from ..discovery.session_tools import DISCOVERY_TOOLS
 
-            base = [t.name for t in core_tools()] if settings.with_core_tools else []
+            base = [t.name for t in builtin] if settings.with_core_tools else []
             self.core_names = (
                 *base,
                 *(t.name for t in DISCOVERY_TOOLS),
@@ -106,9 +116,20 @@ class ToolCatalog:
         discovery = await anyio.to_thread.run_sync(self._new_discovery, settings)
         services.state[Discovery] = self._discovery = discovery
 
-    async def connect(self, stack: AsyncExitStack, *, emit: Emit) -> None:
+    async def connect(
+        self,
+        stack: AsyncExitStack,
+        *,
+        emit: Emit,
+        gate: CallGate | None = None,
+        alert_operator: Emit | None = None,
+    ) -> None:
         """Connect the MCP servers, if any (left when `stack` unwinds), offer their tools, and
-        index every tool outside the prompt."""
+        index every tool outside the prompt.
+
+        The gate's approvals are who servers ask for a person's input (MCP elicitation; none
+        without a gate), its audit log records their sampling requests, and `alert_operator`
+        tells whoever runs the runtime when a server first samples."""
         settings = self._settings
         if not settings.uses_mcp:
             await self._index_deferred_tools()
@@ -124,6 +145,9 @@ class ToolCatalog:
             pins=settings.mcp_pins,
             model=settings.model,
             workdir=settings.workdir,
+            approvals=gate.approvals if gate is not None else None,
+            audit=gate.audit if gate is not None else None,
+            alert_operator=alert_operator,
         )
         await stack.enter_async_context(self.mcp)
         await self._sync_mcp_tools()

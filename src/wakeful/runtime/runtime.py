@@ -13,7 +13,8 @@ it on their next event.
 `Runtime` is the façade over one module per part: its options as one value (`.settings`), the
 tools it offers (`.catalog`), the parts built on entry (`.assembly`), what it picks up from a
 previous run (`.recovery`), the sessions it holds in memory (`.loaded_sessions`), how an event
-enters (`.intake`) and the alerts for whoever runs it (`.operator_alerts`).
+enters (`.intake`), where channels deliver (`.inbox`), the channels it runs (`.channels`) and the
+alerts for whoever runs it (`.operator_alerts`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import anyio
 from anyio.abc import TaskGroup
 
-from ..activity import ActivitySignal
+from ..activity import ActivitySignal, UserActivity
 from ..agent.router import Decision, Router
 from ..agent.session import AgentSession, SessionConfig
 from ..errors import UserError
@@ -37,9 +38,18 @@ from ..models.base import Model
 from ..safety.gate import CallGate
 from ..services import Outbox, Services, close_state
 from ..tools.tasks import TaskManager
-from .assembly import check_sandbox, load_timers, new_services, open_store, start_eviction
+from .assembly import (
+    check_sandbox,
+    load_timers,
+    new_services,
+    open_store,
+    start_channels,
+    start_eviction,
+)
 from .catalog import ToolCatalog, core_tools
+from .channels import RuntimeChannels, check_specs
 from .idle_eviction import IdleEviction, SessionSettled
+from .inbox import RuntimeInbox
 from .intake import EventIntake
 from .loaded_sessions import LoadedSessions
 from .operator_alerts import alert_operator, disk_space_alert
@@ -47,7 +57,9 @@ from .recovery import recover, restored_trajectory
 from .settings import RuntimeOptions, RuntimeSettings
 
 if TYPE_CHECKING:
+    from ..channels.registry import ChannelSpec
     from ..channels.timers import TimerService
+    from ..core.channel import ChannelHealth
     from ..mcp.client import MCPToolset
     from ..safety.approvals import Approvals
     from ..safety.commands import PolicySettings
@@ -85,12 +97,17 @@ class Runtime:
         # leaves this dict; its next event reloads it from the store.
         self._sessions = LoadedSessions(self._load_session)
         self.sessions: dict[str, AgentSession] = self._sessions.by_id
+        # When the user was last seen, on any channel (the system channel's inactivity check).
+        self.activity = UserActivity(settings.clock)
         self._intake = EventIntake(
             max_event_bytes=self.session_config.max_event_bytes,
-            hand=self._sessions.hand,
+            hand=self._hand,
             answers_approval=self._answers_approval,
         )
         self._eviction: IdleEviction | None = None
+        # Where channels deliver (see `.inbox`); the store is set on entry.
+        self.inbox = self._new_inbox(None)
+        self._channels: RuntimeChannels | None = None
         self.store: Store | None = None
         self.timers: TimerService | None = None
         self._tg: TaskGroup | None = None
@@ -124,6 +141,8 @@ class Runtime:
 
     async def _open(self) -> None:
         settings = self.settings
+        # A bad channel table fails the start before anything is opened.
+        check_specs(settings.channels, settings.channel_kinds)
         self.store = self._intake.store = store = await open_store(settings, self._stack)
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         self._sessions.open(self._tg)
@@ -137,6 +156,7 @@ class Runtime:
             submit_task_result=self._intake.submit_task_result,
             outbox=self.outbox,
         )
+        self._services.state[UserActivity] = self.activity
         self.gate = self._complete_gate(store)
         # Tools' long-lived state (interpreters, shell history) ends before the task group.
         self._stack.push_async_callback(close_state, self._services)
@@ -152,12 +172,49 @@ class Runtime:
         await self.catalog.start_discovery(self._services)
         # Timers are loaded now, so recovered sessions' timer tools see every timer, and fire
         # only once recovery has queued the pending events.
-        self.timers = await load_timers(settings, store, self._services, self._sessions.hand)
+        self.timers = await load_timers(settings, store, self._services, self._hand)
         await self._recover()
         if self.timers is not None:
             await self._tg.start(self.timers.run)
+        # After recovery too: what a channel delivers now goes to sessions already restored.
+        self.inbox = self._new_inbox(store)
+        self._channels = await start_channels(settings, self._tg, self.inbox, store, self._services)
         # After recovery, so a server's alerts cannot start sessions before it is done.
-        await self.catalog.connect(self._stack, emit=self.submit)
+        await self.catalog.connect(
+            self._stack, emit=self.submit, gate=self.gate, alert_operator=self._alert_operator
+        )
+
+    def _new_inbox(self, store: Store | None) -> RuntimeInbox:
+        return RuntimeInbox(
+            store=store,
+            hand=self._hand,
+            answers_approval=self._answers_approval,
+            max_event_bytes=self.session_config.max_event_bytes,
+        )
+
+    async def _hand(self, event: Event) -> Decision:
+        """Hand a stored event to its session, noting the user's activity."""
+        self.activity.saw(event)
+        return await self._sessions.hand(event)
+
+    @property
+    def channels(self) -> dict[str, ChannelHealth]:
+        """The running channels' health by name ("email:work"); empty before entry."""
+        return self._channels.health() if self._channels is not None else {}
+
+    async def connect_channel(self, spec: ChannelSpec) -> None:
+        """Start a channel now (kept in the store and reconnected on the next start); a bad
+        kind, name or settings raise UserError naming the field."""
+        await self._running_channels().connect(spec)
+
+    async def disconnect_channel(self, name: str) -> bool:
+        """Stop the channel `name` ("webhook:ci") and forget it; False when there is none."""
+        return await self._running_channels().disconnect(name)
+
+    def _running_channels(self) -> RuntimeChannels:
+        if self._channels is None:
+            raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
+        return self._channels
 
     def _complete_gate(self, store: Store | None) -> CallGate | None:
         """Give the gate what only a running runtime has: a person to ask (through the outbox)
@@ -323,7 +380,10 @@ class Runtime:
             return False
         if not isinstance(event.content, str):
             return False
-        return gate.approvals.answer_from_text(event.session, event.content)
+        if not gate.approvals.answer_from_text(event.session, event.content):
+            return False
+        self.activity.saw(event)
+        return True
 
     @property
     def approvals(self) -> Approvals | None:

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 if TYPE_CHECKING:
     from ..agent.router import Router
     from ..agent.session import SessionConfig, SessionObserver
+    from ..channels.registry import ChannelSpec
     from ..clock import Clock
+    from ..core.channel import ChannelKind
     from ..discovery.session_tools import DiscoverySettings
     from ..discovery.skill_tools import SkillsSettings
     from ..mcp.config import MCPServerConfig
@@ -61,6 +63,8 @@ class RuntimeOptions(TypedDict, total=False):
     skills: SkillsSettings | None
     mcp_pins: ToolPins | None
     evict_idle_after_seconds: float | None
+    channels: Iterable[ChannelSpec]
+    channel_kinds: Mapping[str, ChannelKind] | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +115,11 @@ class RuntimeSettings:
     # from the store on its next event. Without a store nothing is unloaded (its state would
     # be lost); None keeps every session loaded for the runtime's life.
     evict_idle_after_seconds: float | None = 300.0
+    # Event channels to run (from `[[channels.<kind>]]` in wakeful.toml), validated and started
+    # on entry; the agent may connect more while it runs (connect_channel).
+    channels: tuple[ChannelSpec, ...] = ()
+    # Channel kinds beyond the built-in ones (webhook, email, system), by name.
+    channel_kinds: Mapping[str, ChannelKind] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: Model, **options: Unpack[RuntimeOptions]) -> RuntimeSettings:
@@ -136,6 +145,9 @@ class RuntimeSettings:
         if "settings" in options:
             given["settings"] = tuple(options["settings"])
         given["mcp_in_process"] = dict(options.get("mcp_in_process") or {})
+        if "channels" in options:
+            given["channels"] = tuple(options["channels"])
+        given["channel_kinds"] = dict(options.get("channel_kinds") or {})
         return cls(model=model, **given)
 
     @property

@@ -1,4 +1,5 @@
-"""The events table: events in arrival order, each pending until its session consumed it."""
+"""The events table: events in arrival order, each pending until its session consumed it, or
+filtered (stored, kept from the agent by its channel's filter)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from ..errors import StoreError, UserError
 from ..events import Event
 from .access import StoreAccess
 
-__all__ = ["INSERT_EVENT", "SqliteEvents", "event_row", "utc_key"]
+__all__ = ["INSERT_EVENT", "INSERT_NEW_EVENT", "SqliteEvents", "event_row", "utc_key"]
 
 INSERT_EVENT: Final = (
     "INSERT INTO events (id, session, kind, ts, status, data) VALUES (?, ?, ?, ?, ?, ?)"
 )
+# An event whose id is already stored is left alone (a redelivery): `rowcount` says which.
+# Only the id's uniqueness is waived; any other constraint still fails the write.
+INSERT_NEW_EVENT: Final = INSERT_EVENT + " ON CONFLICT (id) DO NOTHING"
 
 EventRow = tuple[str, str, str, str | None, str, str]
 
@@ -34,7 +38,7 @@ def event_row(event: Event, status: str) -> EventRow:
 
 def check_status(status: str) -> None:
     if status not in get_args(EventStatus):
-        raise UserError(f"An event status is 'pending' or 'consumed', got {status!r}.")
+        raise UserError(f"An event status is 'pending', 'consumed' or 'filtered', got {status!r}.")
 
 
 class SqliteEvents:
@@ -84,6 +88,32 @@ class SqliteEvents:
 
         return await self._access.write(apply, f"{len(rows)} events")
 
+    async def add_new(self, event: Event, status: EventStatus = "pending") -> bool:
+        """Store `event` unless an event with its id is already stored (a redelivery); say
+        whether it was stored. Refused with StoreFull while space is short, like :meth:`add`."""
+        stored = await self.add_new_many([(event, status)])
+        return stored[0]
+
+    async def add_new_many(self, events: Sequence[tuple[Event, EventStatus]]) -> list[bool]:
+        """Store each (event, status) whose id is not stored yet, in one transaction; say for
+        each whether it was stored (False: a duplicate, already stored or earlier in `events`,
+        left as it was)."""
+        for _, status in events:
+            check_status(status)
+        rows = [event_row(event, status) for event, status in events]
+        if not rows:
+            return []
+        self._access.check_room(f"{len(rows)} event(s)")
+
+        def apply(conn: sqlite3.Connection) -> list[bool]:
+            return [conn.execute(INSERT_NEW_EVENT, row).rowcount == 1 for row in rows]
+
+        return await self._access.write(apply, f"{len(rows)} event(s)")
+
+    async def count(self, session: str | None = None) -> dict[str, int]:
+        """How many events are stored with each status (a status without any is absent)."""
+        return await self._access.read(partial(self._access.reader.event_counts, session))
+
     async def mark(self, ids: Iterable[str], status: str) -> None:
         check_status(status)
         params = [(status, event_id) for event_id in ids]
@@ -97,7 +127,13 @@ class SqliteEvents:
         return await self._access.read(partial(self._access.reader.pending_events, session))
 
     async def recent(
-        self, limit: int = 50, session: str | None = None, after_rowid: int | None = None
+        self,
+        limit: int = 50,
+        session: str | None = None,
+        after_rowid: int | None = None,
+        *,
+        status: EventStatus | None = None,
     ) -> list[StoredEvent]:
         reader = self._access.reader
-        return await self._access.read(partial(reader.recent_events, limit, session, after_rowid))
+        read = partial(reader.recent_events, limit, session, after_rowid, status=status)
+        return await self._access.read(read)

@@ -15,6 +15,7 @@ from typing import Any, Final, TypeVar
 
 from ..core.records import (
     AuditRow,
+    ConnectedChannel,
     EventStatus,
     IdempotencyEntry,
     StoredConfirmation,
@@ -124,14 +125,23 @@ class StoreReader:
         return [self._event(seq, data) for seq, data in self._rows(sql + " ORDER BY seq", params)]
 
     def recent_events(
-        self, limit: int = 50, session: str | None = None, after_rowid: int | None = None
+        self,
+        limit: int = 50,
+        session: str | None = None,
+        after_rowid: int | None = None,
+        *,
+        status: EventStatus | None = None,
     ) -> list[StoredEvent]:
-        """Events in arrival order: the last `limit`, or the first `limit` after `after_rowid`.
+        """Events in arrival order: the last `limit`, or the first `limit` after `after_rowid`;
+        only those with `status` when given (e.g. "filtered").
 
         To tail, pass the rowid of the last event you saw as `after_rowid`.
         """
         where: list[str] = []
         params: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
         if session is not None:
             where.append("session = ?")
             params.append(session)
@@ -147,6 +157,53 @@ class StoreReader:
         if after_rowid is None:
             rows.reverse()
         return [StoredEvent(seq, status, self._event(seq, data)) for seq, status, data in rows]
+
+    def event_counts(self, session: str | None = None) -> dict[str, int]:
+        """How many events are stored with each status (a status without any is absent)."""
+        sql, params = "SELECT status, count(*) FROM events", []
+        if session is not None:
+            sql, params = sql + " WHERE session = ?", [session]
+        return {status: int(n) for status, n in self._rows(sql + " GROUP BY status", params)}
+
+    def event_counts_by_channel(self) -> dict[str, dict[str, int]]:
+        """How many events each channel delivered, by status (reads every event: for the CLI)."""
+        rows = self._rows(
+            "SELECT json_extract(data, '$.channel'), status, count(*) FROM events GROUP BY 1, 2"
+        )
+        counts: dict[str, dict[str, int]] = {}
+        for channel, status, n in rows:
+            counts.setdefault(str(channel), {})[status] = int(n)
+        return counts
+
+    # -- channels: cursors and the channels the agent connected --
+
+    def channel_cursor(self, channel: str, key: str) -> str | None:
+        rows = self._rows(
+            "SELECT value FROM channel_cursors WHERE channel = ? AND key = ?", (channel, key)
+        )
+        return str(rows[0][0]) if rows else None
+
+    def channel_cursors(self, channel: str | None = None) -> list[tuple[str, str, str, str]]:
+        """(channel, key, value, updated_at) of every stored cursor, by channel and key."""
+        sql, params = "SELECT channel, key, value, updated_at FROM channel_cursors", []
+        if channel is not None:
+            sql, params = sql + " WHERE channel = ?", [channel]
+        return [tuple(row) for row in self._rows(sql + " ORDER BY channel, key", params)]
+
+    def connected_channels(self) -> list[ConnectedChannel]:
+        """The channels the agent connected while running, in the order they were connected."""
+        rows = self._rows(
+            "SELECT name, kind, settings, filter, connected_at FROM connected_channels "
+            "ORDER BY connected_at, name"
+        )
+        return [
+            decode_row(
+                self.path,
+                f"connected channel {name}",
+                partial(_connected_channel, name, kind, settings, filter_, connected_at),
+            )
+            for name, kind, settings, filter_, connected_at in rows
+        ]
 
     def load_trajectory(self, session: str) -> list[Message]:
         """The session's trajectory messages, in the order they were appended."""
@@ -301,6 +358,15 @@ def audit_from_row(path: Path, row: Sequence[Any]) -> AuditRow:
             seq, ts, session, tool, call_id, status, float(duration_ms), json.loads(data)
         ),
     )
+
+
+def _connected_channel(
+    name: str, kind: str, settings: str, filter_: str, connected_at: str
+) -> ConnectedChannel:
+    settings_object, filter_object = json.loads(settings), json.loads(filter_)
+    if not isinstance(settings_object, dict) or not isinstance(filter_object, dict):
+        raise ValueError("its settings and filter must be JSON objects")
+    return ConnectedChannel(name, kind, settings_object, filter_object, connected_at)
 
 
 def task_from_json(data: str) -> TaskRecord:

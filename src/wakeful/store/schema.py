@@ -131,6 +131,50 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX audit_by_tool ON audit (tool, ts)",
         ),
     ),
+    Migration(
+        "filtered events, channel cursors, connected channels",
+        (
+            # SQLite cannot change a CHECK in place: the events table is rebuilt with the new
+            # status 'filtered' (stored, countable, never handed to a session), keeping every
+            # row, its seq, and the AUTOINCREMENT counter (so a seq is never reused).
+            """CREATE TABLE events_v3 (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                session TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                ts TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'consumed', 'filtered')),
+                data TEXT NOT NULL
+            )""",
+            "INSERT INTO events_v3 (seq, id, session, kind, ts, status, data) "
+            "SELECT seq, id, session, kind, ts, status, data FROM events ORDER BY seq",
+            "DELETE FROM sqlite_sequence WHERE name = 'events_v3'",
+            "INSERT INTO sqlite_sequence (name, seq) "
+            "SELECT 'events_v3', seq FROM sqlite_sequence WHERE name = 'events'",
+            "DROP TABLE events",
+            "ALTER TABLE events_v3 RENAME TO events",
+            "CREATE INDEX events_by_status ON events (status, session, seq)",
+            "CREATE INDEX events_by_session ON events (session, seq)",
+            # How far each channel has read its source (an IMAP UIDVALIDITY and last UID, an
+            # update offset): advanced only after the events up to it were stored.
+            """CREATE TABLE channel_cursors (
+                channel TEXT NOT NULL,
+                key TEXT NOT NULL,
+                value TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                PRIMARY KEY (channel, key)
+            )""",
+            # Channels the agent connected while running (connect_channel), reconnected on the
+            # next start; those of wakeful.toml are not stored here.
+            """CREATE TABLE connected_channels (
+                name TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                settings TEXT NOT NULL,
+                filter TEXT NOT NULL,
+                connected_at TEXT NOT NULL
+            )""",
+        ),
+    ),
 )
 
 

@@ -5,7 +5,8 @@ confirmation tokens, the audit log) in one file that survives restarts.
 thread and the reader, and exposes one repository per group of tables (their interfaces are in
 :mod:`wakeful.core.repositories`): ``store.events``, ``store.trajectories``,
 ``store.task_records``, ``store.timer_records``, ``store.idempotency_keys``,
-``store.confirmations`` and ``store.audit_log``. Its older methods (``store.add_event`` …)
+``store.confirmations``, ``store.audit_log``, ``store.channel_cursors`` and
+``store.connected_channels``. Its older methods (``store.add_event`` …)
 delegate to them.
 
 Its writes go to one writer thread that commits them in batches (see :mod:`.writer`); its reads
@@ -46,6 +47,7 @@ from ..core.records import AuditRow, EventStatus, IdempotencyEntry, StoredConfir
 from ..errors import UserError
 from .access import StoreAccess
 from .audit import SqliteAuditLog
+from .channel_cursors import SqliteChannelCursors, SqliteConnectedChannels
 from .confirmations import SqliteConfirmations
 from .delegation import RepositoryMethods
 from .disk_space import DEFAULT_RESERVE_BYTES
@@ -107,6 +109,8 @@ class Store(RepositoryMethods):
         self.idempotency_keys = SqliteIdempotencyKeys(self._access, self.instance_id)
         self.confirmations = SqliteConfirmations(self._access)
         self.audit_log = SqliteAuditLog(self._access)
+        self.channel_cursors = SqliteChannelCursors(self._access)
+        self.connected_channels = SqliteConnectedChannels(self._access)
 
     @classmethod
     async def open(

@@ -132,6 +132,8 @@ async def run_to_end(
     timed_out = False
     # If the runtime dies before this call ends, the reaper stops the group (see .reaper).
     reaper.watch_group(process.pid)
+    if handle is not None:  # for the system channel's runaway-task check
+        handle.watch_process_group(process.pid)
     try:
         with anyio.move_on_after(timeout) as deadline:
             leftovers_stopped = await _run_to_exit(process, capture, kill_grace)
@@ -141,6 +143,8 @@ async def run_to_end(
             if await stop_process_group(process, kill_grace):
                 leftovers_stopped = True
             reaper.forget_group(process.pid)
+            if handle is not None:
+                handle.forget_process_group(process.pid)
             await process.aclose()
             if capture.saved is not None:
                 await capture.saved.aclose()

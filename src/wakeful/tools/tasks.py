@@ -75,6 +75,12 @@ class TaskHandle:
     ended_monotonic: float | None = None
     output: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_LINES_KEPT))
     output_line_count: int = 0
+    # How long the task is expected to run, in seconds: past it, the system channel reports it
+    # once (`system.process_timeout`) and the task runs on. None: the channel's default applies.
+    deadline_seconds: float | None = None
+    # The process groups its commands run in (each group's leader pid), while they run: what
+    # the system channel measures for a runaway task. See :meth:`watch_process_group`.
+    process_groups: set[int] = field(default_factory=set)
     _done: anyio.Event = field(default_factory=anyio.Event)
     _scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     _subscribers: list[MemoryObjectSendStream[str]] = field(default_factory=list)
@@ -183,6 +189,14 @@ class TaskHandle:
             self._subscribers.append(send)
         return receive
 
+    def watch_process_group(self, pgid: int) -> None:
+        """Note that a command of this task runs as process group `pgid`, so its CPU time and
+        memory count as the task's; :meth:`forget_process_group` when it has stopped."""
+        self.process_groups.add(pgid)
+
+    def forget_process_group(self, pgid: int) -> None:
+        self.process_groups.discard(pgid)
+
     def last_lines(self, n: int = 20) -> list[str]:
         return list(self.output)[-n:]
 
@@ -264,7 +278,10 @@ class TaskManager:
         call_id: str = "",
         description: str = "",
         background: bool = False,
+        deadline_seconds: float | None = None,
     ) -> TaskHandle:
+        """Start `run` as a task; `deadline_seconds` is how long it is expected to take (see
+        `TaskHandle.deadline_seconds`): a soft deadline that is reported, never enforced."""
         handle = TaskHandle(
             id=new_task_id(),
             session=session,
@@ -273,6 +290,7 @@ class TaskManager:
             description=description,
             background=background,
             manager=self,
+            deadline_seconds=deadline_seconds,
         )
         self._tasks[handle.id] = handle
         self._unsettled_by_session[session] = self._unsettled_by_session.get(session, 0) + 1

@@ -18,7 +18,7 @@ import os
 import re
 import smtplib
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import formataddr, formatdate, make_msgid, parseaddr
@@ -40,6 +40,9 @@ MAX_BODY_CHARS = 1_000_000
 # The addr-spec we accept: no spaces, quotes, angle brackets or list separators, one @, a dot in
 # the domain. Stricter than RFC 5322 on purpose: what passes is what a person would type.
 _ADDRESS = re.compile(r"^[^@\s<>,;:\"()\[\]\\]+@[^@\s<>,;:\"()\[\]\\]+\.[^@\s<>,;:\"()\[\]\\]+$")
+# A Message-ID as threading headers carry it: <left@right>, printable ASCII, no spaces.
+_MESSAGE_ID = re.compile(r"^<[!-;=?-~]+@[!-;=?-~]+>$")
+MAX_REFERENCES = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ class _Draft:
     body: str
     html: str | None
     attachments: list[_Attachment]
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
 
     @property
     def recipients(self) -> list[str]:
@@ -156,6 +161,23 @@ async def send_email(
             "and a token first, e.g. 'cnf_3f9a1c2e'.",
         ),
     ] = None,
+    in_reply_to: Annotated[
+        str | None,
+        Field(
+            max_length=998,
+            description="For a reply: the Message-ID of the message answered, so mail programs "
+            "thread it, e.g. '<q3@example.com>'.",
+        ),
+    ] = None,
+    references: Annotated[
+        tuple[Annotated[str, Field(min_length=3, max_length=998)], ...],
+        Field(
+            max_length=MAX_REFERENCES,
+            description="For a reply: the thread's Message-IDs, oldest first, ending with the "
+            "one answered (draft_reply returns them), e.g. ['<q1@example.com>', "
+            "'<q3@example.com>'].",
+        ),
+    ] = (),
 ) -> ToolResult:
     """Send one email over the configured SMTP server, in two calls: preview, then confirm.
 
@@ -167,9 +189,10 @@ async def send_email(
     one are refused: run the precheck again.
 
     It cannot unsend, does not retry a failed send (some recipients may already have it), and
-    does not read mail (use the email channel for incoming messages). Addresses are checked for
-    form only; whether a mailbox exists is known after sending. Attachments must be files under
-    the workspace root.
+    does not read mail (search_mail and read_mail do). Addresses are checked for form only;
+    whether a mailbox exists is known after sending. Attachments must be files under the
+    workspace root. To answer in a thread, give in_reply_to and references (the original's
+    Message-ID and thread, as draft_reply returns them); the subject is yours to write.
 
     Result: for a precheck, the preview and the token (structuredContent: token, expires_at,
     preview). After a send, "Sent …" with the Message-ID and the recipients the server accepted
@@ -181,6 +204,7 @@ async def send_email(
     """
     settings = settings_of(ctx.services, EmailSettings)
     draft = await _draft(ctx, settings, to, cc, bcc, subject, body, html, attachments)
+    draft = replace(draft, **_threading(in_reply_to, references))
     arguments: dict[str, Any] = {
         "to": list(to),
         "cc": list(cc),
@@ -193,6 +217,10 @@ async def send_email(
         # preview makes the token not match.
         "attachment_sha256": [a.sha256 for a in draft.attachments],
     }
+    if in_reply_to is not None or references:
+        # Only when given, so a call without them confirms exactly as before they existed.
+        arguments["in_reply_to"] = in_reply_to
+        arguments["references"] = list(references)
     confirmations = Confirmations.of(ctx.services, ttl_seconds=settings.confirmation_ttl_seconds)
     if confirmation_token is None:
         preview = _preview(draft)
@@ -288,6 +316,17 @@ async def _draft(
     )
 
 
+def _threading(in_reply_to: str | None, references: tuple[str, ...]) -> dict[str, Any]:
+    """The threading headers, each checked to be one Message-ID (no header can be smuggled)."""
+    for field, value in [("in_reply_to", in_reply_to), *(("references", r) for r in references)]:
+        if value is not None and not _MESSAGE_ID.match(value):
+            raise ToolError(
+                f"{value!r} in {field} is not a Message-ID. Give it as the message's header "
+                "shows it, in angle brackets and without spaces, e.g. '<q3@example.com>'."
+            )
+    return {"in_reply_to": in_reply_to, "references": references}
+
+
 def _checked_address(text: str, field: str) -> str:
     """`text` as given, if it is one address 'a@b.c' or 'Name <a@b.c>'; ToolError if not."""
     if any(c in text for c in "\r\n\0"):
@@ -346,6 +385,10 @@ def _preview(draft: _Draft) -> str:
             f"Bcc: {', '.join(draft.bcc)}  (not in the sent headers; these also receive it)"
         )
     lines.append(f"Subject: {draft.subject}")
+    if draft.in_reply_to is not None:
+        lines.append(f"In-Reply-To: {draft.in_reply_to}")
+    if draft.references:
+        lines.append(f"References: {' '.join(draft.references)}")
     lines.append("Date, Message-ID: added when it is sent")
     parts = ["text/plain; charset=utf-8"]
     if draft.html is not None:
@@ -370,6 +413,10 @@ def _message(draft: _Draft, settings: EmailSettings) -> EmailMessage:
     message["Date"] = formatdate(localtime=True)
     domain = parseaddr(draft.sender)[1].rsplit("@", 1)[1]
     message["Message-ID"] = make_msgid(domain=domain)
+    if draft.in_reply_to is not None:
+        message["In-Reply-To"] = draft.in_reply_to
+    if draft.references:
+        message["References"] = " ".join(draft.references)
     # The text goes as UTF-8 bytes in base64, so it arrives exactly as given: text parts would
     # have their line endings rewritten to CRLF and a final newline added.
     message.set_content(draft.body.encode(), "text", "plain", params={"charset": "utf-8"})

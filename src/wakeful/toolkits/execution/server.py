@@ -3,7 +3,8 @@
 Files (`FILE_EDIT_TOOLS`: write and edit, linted after every write), the shell and Python in the
 sandbox (`SHELL_TOOLS`, `INTERPRETER_TOOLS`; `BACKGROUND_TOOLS` follow background commands over
 MCP), spreadsheets, and the outside world (`EMAIL_TOOLS`,
-`CALENDAR_WRITE_TOOLS`, `WEBHOOK_TOOLS`, `GITHUB_TOOLS`: idempotency keys or precheck→confirm).
+`CALENDAR_WRITE_TOOLS`, `WEBHOOK_TOOLS`, `GITHUB_TOOLS`: idempotency keys or precheck→confirm;
+`MAIL_TOOLS` from :mod:`wakeful.toolkits.mail`: search, read and file mail over IMAP).
 Like the perception tools they are ordinary wakeful tools: a runtime can offer them directly,
 and :func:`execution_server` serves them to any MCP client, with a store for idempotency keys,
 confirmation tokens and the audit log, and the safety gate around every call.
@@ -18,6 +19,7 @@ from ...errors import UserError
 from ...mcp.bridge import BridgeServer, build_server
 from ...safety.gate import CallGate
 from ...tools.spec import Tool
+from ..mail.tools import MAIL_TOOLS
 from .background import BACKGROUND_TOOLS
 from .calendar_events import CALENDAR_WRITE_TOOLS
 from .email import EMAIL_TOOLS
@@ -35,6 +37,7 @@ EXECUTION_TOOLS: tuple[Tool, ...] = (
     *INTERPRETER_TOOLS,
     *SPREADSHEET_TOOLS,
     *EMAIL_TOOLS,
+    *MAIL_TOOLS,
     *CALENDAR_WRITE_TOOLS,
     *WEBHOOK_TOOLS,
     *GITHUB_TOOLS,
@@ -54,8 +57,10 @@ with task_status, stop it with cancel_task. code_interpreter runs Python whose v
 across calls. Spreadsheets: spreadsheet_read, spreadsheet_write, spreadsheet_formula. Outside
 world: send_email and call_webhook first return a preview and a confirmation token — call again
 with the token to execute; create_calendar_event and github_create_pull_request do not create
-duplicates. Dangerous calls may be refused or need a person's approval; long output is cut to
-its head and tail and saved to a file you can read."""
+duplicates. Mail over IMAP: search_mail and read_mail (nothing is marked read), draft_reply
+(saved to Drafts, not sent), move_mail, archive_mail, flag_mail. Dangerous calls may be refused
+or need a person's approval; long output is cut to its head and tail and saved to a file you
+can read."""
 
 
 def execution_server(
@@ -96,6 +101,7 @@ __all__ = [
     "GITHUB_TOOLS",
     "INSTRUCTIONS",
     "INTERPRETER_TOOLS",
+    "MAIL_TOOLS",
     "SHELL_TOOLS",
     "SPREADSHEET_TOOLS",
     "WEBHOOK_TOOLS",

@@ -1,0 +1,173 @@
+"""What an email channel reads, as one `[[channels.email]]` table of wakeful.toml (or the
+arguments of `connect_channel`): the IMAP account, how mail is watched, which session each mail
+goes to, and who the user and their contacts are.
+
+The password is never in the file: `password_env` names the environment variable that holds it,
+and a `password` key is refused with that advice. Plain-text IMAP is allowed only to the same
+machine, where nobody can read the login on the wire.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ...errors import ConfigError
+
+__all__ = ["EmailChannelSettings", "SessionMapping", "TlsMode"]
+
+TlsMode = Literal["implicit", "starttls", "plain"]
+SessionMapping = Literal["per_thread", "per_sender", "one"]
+
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+DEFAULT_PORTS: Final[dict[str, int]] = {"implicit": 993, "starttls": 143, "plain": 143}
+
+
+class EmailChannelSettings(BaseModel):
+    """One IMAP mailbox watched for new mail; see the module docs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field(min_length=1)
+    """The IMAP server's host name."""
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """The IMAP port; None picks 993 for implicit TLS and 143 otherwise."""
+
+    tls: TlsMode = "implicit"
+    """"implicit" connects with TLS from the start (port 993), "starttls" upgrades a plain
+    connection (port 143), "plain" sends everything in clear text: to this machine only."""
+
+    tls_ca_file: Path | None = None
+    """A file of CA certificates (PEM) to trust for a server whose certificate no public CA
+    signed (a self-hosted one); None trusts the system's CAs."""
+
+    username: str = Field(min_length=1)
+    """The IMAP login."""
+
+    password_env: str = Field(min_length=1)
+    """The NAME of the environment variable that holds the IMAP password (never the password)."""
+
+    mailbox: str = Field(default="INBOX", min_length=1)
+    """The mailbox watched for new mail."""
+
+    idle: bool = True
+    """Wait for the server to announce new mail (IMAP IDLE) instead of asking every
+    `poll_interval_seconds`; the channel polls anyway when the server lacks IDLE."""
+
+    poll_interval_seconds: float = Field(default=60.0, ge=0.05, le=86_400)
+    """How often the mailbox is checked when IDLE is off or not offered by the server."""
+
+    idle_renew_seconds: float = Field(default=25 * 60.0, ge=1, le=29 * 60.0)
+    """How long one IDLE lasts before it is renewed (RFC 2177: before 29 minutes, when servers
+    may drop a silent connection)."""
+
+    first_sync: Literal["unseen", "new_only"] = "unseen"
+    """What the very first start delivers: the unread mail already there (the newest
+    `first_sync_limit`), or only mail that arrives from then on."""
+
+    first_sync_limit: int = Field(default=50, ge=0, le=10_000)
+    """The most unread messages the first start delivers."""
+
+    sessions: SessionMapping = "per_thread"
+    """Which session a mail goes to: one per thread, one per sender, or one for all mail."""
+
+    session: str = Field(default="mail", min_length=1, max_length=64)
+    """With sessions = "one", the session every mail goes to; otherwise the start of the
+    sessions' names ("mail:thread-<id>", "mail:from-<address>")."""
+
+    user_addresses: tuple[str, ...] = ()
+    """The user's own addresses: authenticated mail from them is the user's."""
+
+    contacts: tuple[str, ...] = ()
+    """Addresses (or "@domain" for a whole domain) of the user's contacts."""
+
+    contacts_file: Path | None = None
+    """A file of contacts, one address or "@domain" a line ('#' starts a comment)."""
+
+    authserv_id: str | None = None
+    """The receiving server's name in its Authentication-Results headers; when set, only those
+    headers count (a sender can write its own). None trusts the topmost header, which the last
+    server to receive the mail added."""
+
+    max_text_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
+    """The most characters of a mail's text put in its event; the rest is saved to a file
+    whose path the event gives."""
+
+    thread_history: int = Field(default=5, ge=0, le=50)
+    """How many earlier messages of a thread an event summarises."""
+
+    timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    """How long connecting and each IMAP command may take."""
+
+    auth_failure_backoff_seconds: float = Field(default=900.0, ge=1, le=86_400)
+    """How long to wait after the server refused the login, so retries never lock the
+    account."""
+
+    max_backoff_seconds: float = Field(default=300.0, ge=0.1, le=86_400)
+    """The longest wait between reconnection attempts after a network failure."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_password_in_file(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "password" in data:
+            raise ValueError(
+                "an email channel's password must not be written in wakeful.toml: remove "
+                '`password` and set `password_env = "NAME"`, the environment variable that holds '
+                "it (e.g. export WAKEFUL_IMAP_PASSWORD=… before `wakeful run`)"
+            )
+        return data
+
+    @field_validator("user_addresses", "contacts")
+    @classmethod
+    def _lowercase(cls, addresses: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(address.strip().lower() for address in addresses if address.strip())
+
+    @model_validator(mode="after")
+    def _plain_only_on_loopback(self) -> EmailChannelSettings:
+        if self.tls == "plain" and self.host not in LOOPBACK_HOSTS:
+            raise ValueError(
+                f'tls = "plain" sends the IMAP password in clear text, so it is allowed only to '
+                f'this machine (127.0.0.1), not to {self.host!r}: use tls = "implicit" (port 993) '
+                'or tls = "starttls" (port 143)'
+            )
+        return self
+
+    @property
+    def imap_port(self) -> int:
+        """The port to connect to."""
+        return self.port if self.port is not None else DEFAULT_PORTS[self.tls]
+
+    def password(self) -> str:
+        """The password from the environment; ConfigError naming the variable when it is
+        unset."""
+        value = os.environ.get(self.password_env)
+        if not value:
+            raise ConfigError(
+                f"The email channel for {self.username} at {self.host} reads its IMAP password "
+                f"from the environment variable {self.password_env}, which is not set. Set it "
+                f"before starting (export {self.password_env}=…)."
+            )
+        return value
+
+    def contact_entries(self) -> frozenset[str]:
+        """Every contact, from `contacts` and `contacts_file`, lowercased; ConfigError when the
+        file cannot be read."""
+        entries = set(self.contacts)
+        if self.contacts_file is not None:
+            try:
+                text = self.contacts_file.expanduser().read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"The email channel for {self.username} could not read its contacts_file "
+                    f"{self.contacts_file}: {exc.strerror or exc}. Fix the path or remove "
+                    "contacts_file."
+                ) from exc
+            for line in text.splitlines():
+                entry = line.split("#", 1)[0].strip().lower()
+                if entry:
+                    entries.add(entry)
+        return frozenset(entries)

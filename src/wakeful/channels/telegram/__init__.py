@@ -1,0 +1,45 @@
+"""Telegram as a channel: a bot's updates, followed by long polling, become events; what the
+user writes (recognised by Telegram user id) is user input, anyone else's message is an
+`im.message` from a contact or a stranger, and a press on an inline keyboard button is a
+`user.action`. :meth:`TelegramChannel.send` sends a message back.
+
+`KIND` is what the channel registry builds `[[channels.telegram]]` tables with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ...core.channel import ChannelContext
+from .polling import TelegramChannel, TelegramSendFailed
+from .settings import TelegramChannelSettings
+
+__all__ = [
+    "KIND",
+    "TelegramChannel",
+    "TelegramChannelKind",
+    "TelegramChannelSettings",
+    "TelegramSendFailed",
+]
+
+
+class TelegramChannelKind:
+    """The "telegram" channel kind: settings from `[[channels.telegram]]`, one channel per bot."""
+
+    @property
+    def kind(self) -> str:
+        return "telegram"
+
+    @property
+    def settings_model(self) -> type[BaseModel]:
+        return TelegramChannelSettings
+
+    def build(self, settings: Any, context: ChannelContext) -> TelegramChannel:
+        if not isinstance(settings, TelegramChannelSettings):
+            settings = TelegramChannelSettings.model_validate(settings)
+        return TelegramChannel(settings, context)
+
+
+KIND = TelegramChannelKind()

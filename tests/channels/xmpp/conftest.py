@@ -1,0 +1,1 @@
+from servers.fixtures import prosody  # noqa: F401
