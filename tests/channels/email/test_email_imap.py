@@ -405,3 +405,44 @@ async def test_sessions_per_sender_and_one(dovecot, store: Store, tmp_path: Path
         [event] = await wait_for_events(store, 1)
         group.cancel_scope.cancel()
     assert event.session == "mail:from-bob@partner.org"
+
+
+async def test_people_the_user_wrote_to_are_contacts(  # type: ignore[no-untyped-def]
+    dovecot, store: Store, tmp_path: Path
+) -> None:
+    """Past correspondence: the recipients of the user's sent mail are contacts; anyone else
+    (even with a look-alike address) stays a stranger."""
+    sent = message("Re: the offer", sender="secretary@example.com")
+    sent = sent.replace(b"To: secretary@example.com", b"To: Bob <bob@partner.example>")
+    sent = sent.replace(b"Subject:", b"Cc: carol@partner.example\nSubject:", 1)
+    await deliver(dovecot, sent, mailbox="Sent")
+    channel = email_channel(
+        dovecot, store, tmp_path / "ws", user_addresses=["secretary@example.com"]
+    )
+    async with anyio.create_task_group() as group:
+        await group.start(channel.run)
+        await wait_for_state(channel, "running")
+        await deliver(dovecot, message("Thanks", sender="Bob <bob@partner.example>"))
+        await deliver(dovecot, message("Me too", sender="carol@partner.example"))
+        await deliver(dovecot, message("Hi", sender="Mallory <b0b@partner.example>"))
+        events = await wait_for_events(store, 3)
+        group.cancel_scope.cancel()
+    relation = {event.source.id: (event.source.type, event.content["relation"]) for event in events}  # type: ignore[index]
+    assert relation == {
+        "bob@partner.example": ("contact", "contact"),
+        "carol@partner.example": ("contact", "contact"),
+        "b0b@partner.example": ("stranger", "stranger"),
+    }
+
+
+async def test_without_a_sent_mailbox_nothing_is_learned_and_mail_still_arrives(  # type: ignore[no-untyped-def]
+    dovecot, store: Store, tmp_path: Path
+) -> None:
+    channel = email_channel(dovecot, store, tmp_path / "ws", sent_mailbox="Outbox")
+    async with anyio.create_task_group() as group:
+        await group.start(channel.run)
+        await wait_for_state(channel, "running")
+        await deliver(dovecot, message("Hello", sender="dave@elsewhere.net"))
+        [event] = await wait_for_events(store, 1)
+        group.cancel_scope.cancel()
+    assert event.source.type == "stranger"

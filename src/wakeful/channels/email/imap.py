@@ -23,7 +23,7 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Final
@@ -148,10 +148,30 @@ class EmailChannel:
         finally:
             self._set("stopped", "")
 
+    async def _learn_correspondents(self, connection: ImapConnection) -> None:
+        """Count everyone the user wrote to (the Sent mailbox) as a contact, on each connection
+        (new sent mail is seen at the next one)."""
+        settings = self._settings
+        if settings.sent_mailbox is None:
+            return
+        found = await connection.correspondents(
+            settings.sent_mailbox, settings.correspondents_limit
+        )
+        if found is None:
+            log.info(
+                "%s: no mailbox %r on the server, so no contacts are learned from sent mail; "
+                "set sent_mailbox to its name (or to nothing to stop looking)",
+                self.name,
+                settings.sent_mailbox,
+            )
+            return
+        self._book = replace(self._book, correspondents=found - self._book.user)
+
     async def _follow(self, connection: ImapConnection) -> None:
         """Deliver what is new, then wait for more (IDLE or polling), until the connection
         fails."""
         settings = self._settings
+        await self._learn_correspondents(connection)
         state = await connection.select(settings.mailbox)
         await self._catch_up(connection, state.uidvalidity, state.uidnext)
         idle = settings.idle and connection.has_idle

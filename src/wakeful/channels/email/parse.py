@@ -76,10 +76,13 @@ _BAD_RESULTS: Final = frozenset({"fail", "softfail", "permerror"})
 
 @dataclass(frozen=True)
 class AddressBook:
-    """Who the user is and who their contacts are (addresses, or "@domain" for a domain)."""
+    """Who the user is and who their contacts are: addresses (or "@domain" for a domain) from
+    the settings, and the people the user wrote to."""
 
     user: frozenset[str] = frozenset()
     contacts: frozenset[str] = frozenset()
+    # Everyone the user wrote to (the Sent mailbox): contacts by past correspondence.
+    correspondents: frozenset[str] = frozenset()
 
     def relation(self, address: str) -> Relation:
         address = address.lower()
@@ -87,6 +90,8 @@ class AddressBook:
             return "user"
         domain = address.rpartition("@")[2]
         if address in self.contacts or (domain and f"@{domain}" in self.contacts):
+            return "contact"
+        if address in self.correspondents:
             return "contact"
         return "stranger"
 

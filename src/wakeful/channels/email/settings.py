@@ -88,6 +88,14 @@ class EmailChannelSettings(BaseModel):
     contacts_file: Path | None = None
     """A file of contacts, one address or "@domain" a line ('#' starts a comment)."""
 
+    sent_mailbox: str | None = "Sent"
+    """The mailbox of the mail the user sent: everyone the user wrote to (To and Cc of its
+    latest `correspondents_limit` messages, read on each connection) counts as a contact. None
+    turns this off; a mailbox that does not exist is skipped, saying so in the log."""
+
+    correspondents_limit: int = Field(default=500, ge=1, le=10_000)
+    """How many of the latest sent messages are read for their recipients."""
+
     authserv_id: str | None = None
     """The receiving server's name in its Authentication-Results headers; when set, only those
     headers count (a sender can write its own). None trusts the topmost header, which the last

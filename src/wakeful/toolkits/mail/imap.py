@@ -1,27 +1,26 @@
-"""The mail tools' one adapter: an IMAP session over aioimaplib, opened for one tool call.
+"""The mail tools' IMAP account: a session of the IMAP edge (:mod:`wakeful.imap`), opened for
+one tool call.
 
 `MailAccount.open` connects (TLS, STARTTLS or plain), logs in and logs out again; in between a
 tool selects a mailbox (read-only with EXAMINE unless it changes something), checks the
-UIDVALIDITY it was given, and runs UID commands. Every failure of the server or the connection
-becomes a ToolError that names the account and says what to do; aioimaplib's own exceptions
-never leave this module.
+UIDVALIDITY it was given, and runs UID commands (SPECIAL-USE, MOVE or its COPY fallback). Every
+failure of the server or the connection becomes a ToolError that names the account and says what
+to do; the edge's errors never leave this module.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
-import aioimaplib  # type: ignore[import-untyped]
-import anyio
-
+from ... import imap
 from ...errors import ToolError
+from ...imap import ImapResponse, ImapSession, TlsMode, refusal_text
 from .mailbox_names import canonical_mailbox, decode_mailbox, quoted, quoted_mailbox
 from .search_query import SearchCriteria
 from .settings import MailSettings
@@ -29,7 +28,7 @@ from .settings import MailSettings
 __all__ = ["Fetched", "MailAccount", "Mailbox", "Selected"]
 
 T = TypeVar("T")
-_ImapFailure = (OSError, TimeoutError, aioimaplib.AioImapException)
+_TLS_MODES: Final[dict[str, TlsMode]] = {"ssl": "implicit", "starttls": "starttls", "none": "plain"}
 _FETCH_START = re.compile(rb"^\d+ FETCH \(")
 _UID = re.compile(rb"\bUID (\d+)")
 _FLAGS = re.compile(rb"\bFLAGS \(([^)]*)\)")
@@ -37,7 +36,6 @@ _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _INTERNALDATE = re.compile(rb'\bINTERNALDATE "([^"]*)"')
 _LITERAL_SECTION = re.compile(rb"(BODY\[[^\]]*\](?:<\d+>)?) \{\d+\}$")
 _LIST_LINE = re.compile(rb'^\(([^)]*)\) (?:"(?:[^"\\]|\\.)*"|NIL) (.*)$')
-_UIDVALIDITY = re.compile(rb"UIDVALIDITY (\d+)")
 _APPENDUID = re.compile(rb"APPENDUID \d+ (\d+)")
 _COPYUID = re.compile(rb"COPYUID (\d+) \S+ (\d+)")
 
@@ -76,8 +74,9 @@ class Fetched:
 class MailAccount:
     """A logged-in IMAP session; use :meth:`open`."""
 
-    def __init__(self, client: aioimaplib.IMAP4, settings: MailSettings, tool_name: str) -> None:
-        self._client = client
+    def __init__(self, session: ImapSession, settings: MailSettings, tool_name: str) -> None:
+        self._session = session
+        self._client = session.client
         self.settings = settings
         self.tool_name = tool_name
         self.selected: Selected | None = None
@@ -94,93 +93,38 @@ class MailAccount:
                 "settings. Set host, port, username and password_env there and restart."
             )
         password = _password(settings, tool_name)
-        client = await _greeted(settings)
-        account = cls(client, settings, tool_name)
-        try:
-            await account._login(settings.username, password)
-            yield account
-        finally:
-            await account._close()
-
-    async def _login(self, username: str, password: str) -> None:
-        if self.settings.security == "starttls":
-            await self._start_tls()
-        response = await self._run(
-            "log in", self._client.login(quoted(username, what="username"), password)
+        username = quoted(settings.username, what="username")
+        endpoint = imap.ImapEndpoint(
+            host=settings.host,
+            port=settings.port,
+            tls=_TLS_MODES[settings.security],
+            ca_file=settings.ca_file,
+            timeout_seconds=settings.timeout_seconds,
         )
-        if response.result != "OK":
-            raise ToolError(
-                f"The IMAP server {self._where} refused the login of {username!r}: "
-                f"{_said(response)}. Check username and the password in the environment "
-                f"variable {self.settings.password_env!r} ([tools.mail] settings); the tools do "
-                "not retry, so the account is not locked by repeated attempts."
-            )
-
-    async def _start_tls(self) -> None:
-        protocol = self._client.protocol
-        if "STARTTLS" not in protocol.capabilities:
-            raise ToolError(
-                f"The IMAP server {self._where} does not offer STARTTLS, and the [tools.mail] "
-                "settings ask for it (security = 'starttls'). Use security = 'ssl' with the "
-                "server's TLS port (usually 993), or 'none' for a server on this machine only."
-            )
-        command = aioimaplib.Command("STARTTLS", protocol.new_tag(), loop=protocol.loop)
-        response = await self._run("start TLS", protocol.execute(command))
-        if response.result != "OK":
-            raise ToolError(f"The IMAP server {self._where} refused STARTTLS: {_said(response)}.")
-        loop = asyncio.get_running_loop()
         try:
-            transport = await self._run(
-                "start TLS",
-                loop.start_tls(
-                    protocol.transport,
-                    protocol,
-                    _tls_context(self.settings),
-                    server_hostname=self.settings.host,
-                ),
-            )
-        except ToolError as exc:
-            if isinstance(exc.__cause__, ssl.SSLError):
-                raise _tls_failed(self.settings, exc.__cause__) from exc.__cause__
-            raise
-        protocol.transport = transport
-        await self._run("start TLS", protocol.capability())
-
-    async def _close(self) -> None:
-        with anyio.move_on_after(min(self.settings.timeout_seconds, 5.0)):
-            try:
-                if self._client.get_state() != "LOGOUT":
-                    await self._client.logout()
-            except _ImapFailure:
-                pass  # the session is over either way; the transport is closed below
-        transport = self._client.protocol.transport
-        if transport is not None:
-            transport.close()
+            async with ImapSession.open(endpoint, username, password) as session:
+                yield cls(session, settings, tool_name)
+        except imap.ImapError as exc:
+            # Raised while connecting: the block's own commands raise ToolError already.
+            raise _not_opened(exc, settings, tool_name) from (exc.__cause__ or exc)
 
     @property
     def _where(self) -> str:
         return f"{self.settings.host}:{self.settings.port}"
 
     def has(self, capability: str) -> bool:
-        return bool(self._client.has_capability(capability))
+        return self._session.has(capability)
 
     async def _run(self, doing: str, command: Awaitable[T]) -> T:
         """Await one command, within the timeout; a failure becomes a ToolError."""
         try:
-            with anyio.fail_after(self.settings.timeout_seconds):
-                return await command
-        except TimeoutError as exc:
-            raise ToolError(
-                f"The IMAP server {self._where} did not answer within "
-                f"{self.settings.timeout_seconds:g} s (while trying to {doing}). Check that it "
-                "is up, then call the tool again."
-            ) from exc
-        except (OSError, aioimaplib.AioImapException) as exc:
-            raise ToolError(
-                f"The connection to the IMAP server {self._where} failed while trying to "
-                f"{doing} ({type(exc).__name__}: {exc}). Check that the server is up, then call "
-                f"{self.tool_name} again."
-            ) from exc
+            return await self._session.run(
+                doing, command, limit_seconds=self.settings.timeout_seconds
+            )
+        except imap.CommandFailed as exc:
+            raise _command_failed(exc, doing, self.settings, self.tool_name) from (
+                exc.__cause__ or exc
+            )
 
     # --- mailboxes ------------------------------------------------------------------------------
 
@@ -190,7 +134,9 @@ class MailAccount:
             "list the mailboxes", self._client.protocol.simple_command("LIST", '""', '"*"')
         )
         if response.result != "OK":
-            raise ToolError(f"The IMAP server {self._where} refused LIST: {_said(response)}.")
+            raise ToolError(
+                f"The IMAP server {self._where} refused LIST: {refusal_text(response)}."
+            )
         found: list[Mailbox] = []
         lines = list(response.lines)
         for index, line in enumerate(lines):
@@ -228,28 +174,20 @@ class MailAccount:
         """Open `mailbox` (EXAMINE, read-only, unless `writable`); refuse a UIDVALIDITY that
         differs from `uidvalidity` (the UIDs it came with name other messages now)."""
         mailbox = canonical_mailbox(mailbox)
-        name = quoted_mailbox(mailbox)
-        protocol = self._client.protocol
-        if writable:
-            response = await self._run(f"open {mailbox!r}", self._client.select(name))
-        else:
-            response = await self._run(
-                f"open {mailbox!r}", protocol.simple_command("EXAMINE", name)
-            )
-            if response.result == "OK":
-                # aioimaplib tracks SELECT only; EXAMINE selects the mailbox read-only.
-                protocol.state = aioimaplib.SELECTED
-        if response.result != "OK":
-            await self._no_such_mailbox(mailbox, response)
-        current = next(
-            (int(m.group(1)) for line in response.lines if (m := _UIDVALIDITY.search(line))),
-            None,
-        )
-        if current is None:
+        try:
+            state = await self._session.select(quoted_mailbox(mailbox), read_only=not writable)
+        except imap.MailboxRefused as exc:
+            raise await self._no_such_mailbox(mailbox, exc.said) from None
+        except imap.NoUidValidity as exc:
             raise ToolError(
                 f"The IMAP server {self._where} opened {mailbox!r} without saying its "
                 "UIDVALIDITY, so its UIDs cannot be trusted. This server is not supported."
+            ) from exc
+        except imap.CommandFailed as exc:
+            raise _command_failed(exc, f"open {mailbox!r}", self.settings, self.tool_name) from (
+                exc.__cause__ or exc
             )
+        current = state.uidvalidity
         if uidvalidity is not None and uidvalidity != current:
             raise ToolError(
                 f"The mailbox {mailbox!r} was renumbered: its UIDVALIDITY is now {current}, not "
@@ -259,16 +197,16 @@ class MailAccount:
         self.selected = Selected(mailbox, current)
         return self.selected
 
-    async def _no_such_mailbox(self, mailbox: str, response: aioimaplib.Response) -> None:
+    async def _no_such_mailbox(self, mailbox: str, said: str) -> ToolError:
+        """Why the server would not open `mailbox`: it does not exist (the error lists those
+        that do), or the server's own words."""
         boxes = await self.mailboxes()
         if all(b.name != mailbox for b in boxes):
-            raise ToolError(
+            return ToolError(
                 f"The mailbox {mailbox!r} does not exist on {self._where}. The mailboxes are: "
                 f"{_names(boxes)}. Use one of them (names are case-sensitive, except INBOX)."
             )
-        raise ToolError(
-            f"The IMAP server {self._where} would not open {mailbox!r}: {_said(response)}."
-        )
+        return ToolError(f"The IMAP server {self._where} would not open {mailbox!r}: {said}.")
 
     # --- messages -------------------------------------------------------------------------------
 
@@ -282,8 +220,8 @@ class MailAccount:
         )
         if response.result != "OK":
             raise ToolError(
-                f"The IMAP server {self._where} refused the search: {_said(response)}. Simplify "
-                "the query (plain words) and try again."
+                f"The IMAP server {self._where} refused the search: {refusal_text(response)}. "
+                "Simplify the query (plain words) and try again."
             )
         uids: set[int] = set()
         for line in response.lines[:-1]:
@@ -300,7 +238,9 @@ class MailAccount:
             "fetch mail", self._client.protocol.fetch(uid_set, items, by_uid=True)
         )
         if response.result != "OK":
-            raise ToolError(f"The IMAP server {self._where} refused FETCH: {_said(response)}.")
+            raise ToolError(
+                f"The IMAP server {self._where} refused FETCH: {refusal_text(response)}."
+            )
         wanted = set(uids)
         return [m for m in _parse_fetch(response.lines) if m.uid in wanted]
 
@@ -327,7 +267,7 @@ class MailAccount:
         if response.result != "OK":
             raise ToolError(
                 f"The IMAP server {self._where} refused to change the flags of uid {uid}: "
-                f"{_said(response)}."
+                f"{refusal_text(response)}."
             )
 
     async def append(self, data: bytes, mailbox: str, flags: str) -> int | None:
@@ -341,7 +281,7 @@ class MailAccount:
         if response.result != "OK":
             raise ToolError(
                 f"The IMAP server {self._where} refused to save the message in {mailbox!r}: "
-                f"{_said(response)}."
+                f"{refusal_text(response)}."
             )
         return _first_number(_APPENDUID, response)
 
@@ -371,13 +311,13 @@ class MailAccount:
         if expunged.result != "OK":
             raise ToolError(
                 f"The message was copied to {mailbox!r} but the server would not remove it "
-                f"from the original mailbox: {_said(expunged)}. It is now in both."
+                f"from the original mailbox: {refusal_text(expunged)}. It is now in both."
             )
         return _copied_as(response)
 
-    def _moved(self, uid: int, mailbox: str, response: aioimaplib.Response) -> None:
+    def _moved(self, uid: int, mailbox: str, response: ImapResponse) -> None:
         if response.result != "OK":
-            said = _said(response)
+            said = refusal_text(response)
             hint = (
                 " The mailbox does not exist: give one that does (search_mail lists them when "
                 "asked for a missing one)."
@@ -390,63 +330,72 @@ class MailAccount:
             )
 
 
-async def _connect(settings: MailSettings) -> aioimaplib.IMAP4:
-    """A client that has the server's greeting; ToolError (and nothing left open) if not."""
-    client: aioimaplib.IMAP4
-    if settings.security == "ssl":
-        client = aioimaplib.IMAP4_SSL(
-            settings.host,
-            settings.port,
-            timeout=settings.timeout_seconds,
-            ssl_context=_tls_context(settings),
-        )
-    else:
-        client = aioimaplib.IMAP4(settings.host, settings.port, timeout=settings.timeout_seconds)
-    try:
-        await client.wait_hello_from_server()
-    except BaseException:
-        transport = client.protocol.transport
-        if transport is not None:
-            transport.close()
-        raise
-    return client
-
-
-async def _greeted(settings: MailSettings) -> aioimaplib.IMAP4:
+def _not_opened(exc: imap.ImapError, settings: MailSettings, tool_name: str) -> ToolError:
+    """The tools' error for a failure to connect, start TLS or log in."""
     where = f"{settings.host}:{settings.port}"
-    try:
-        return await _connect(settings)
-    except TimeoutError as exc:
-        raise ToolError(
-            f"The IMAP server {where} did not greet within {settings.timeout_seconds:g} s. "
-            "Check host, port and security in the [tools.mail] settings and that it is up."
-        ) from exc
-    except ConnectionRefusedError as exc:
-        raise ToolError(
-            f"The IMAP server {where} refused the connection: nothing listens there. Check "
-            "that it is running and that host and port in the [tools.mail] settings are right."
-        ) from exc
-    except ssl.SSLError as exc:
-        raise _tls_failed(settings, exc) from exc
-    except (OSError, aioimaplib.AioImapException) as exc:
-        raise ToolError(
-            f"Could not connect to the IMAP server {where} ({type(exc).__name__}: {exc}). Check "
-            "host and port in the [tools.mail] settings and that the server is up."
-        ) from exc
-
-
-def _tls_context(settings: MailSettings) -> ssl.SSLContext:
-    """Certificates checked against the system's CAs, or only those of `ca_file`."""
-    if settings.ca_file is None:
-        return ssl.create_default_context()
-    try:
-        return ssl.create_default_context(cafile=str(settings.ca_file))
-    except (OSError, ssl.SSLError) as exc:
-        raise ToolError(
+    cause = exc.__cause__
+    if isinstance(exc, imap.CaFileUnreadable):
+        return ToolError(
             f"The CA file {str(settings.ca_file)!r} of the [tools.mail] settings cannot be "
-            f"loaded ({exc}). Give a readable PEM file of CA certificates, or remove ca_file "
+            f"loaded ({cause}). Give a readable PEM file of CA certificates, or remove ca_file "
             "to trust the system's CAs."
-        ) from exc
+        )
+    if isinstance(exc, imap.StartTlsMissing):
+        return ToolError(
+            f"The IMAP server {where} does not offer STARTTLS, and the [tools.mail] settings ask "
+            "for it (security = 'starttls'). Use security = 'ssl' with the server's TLS port "
+            "(usually 993), or 'none' for a server on this machine only."
+        )
+    if isinstance(exc, imap.StartTlsRefused):
+        return ToolError(f"The IMAP server {where} refused STARTTLS: {exc.said}.")
+    if isinstance(exc, (imap.LoginRefused, imap.LoginDeferred)):
+        return ToolError(
+            f"The IMAP server {where} refused the login of {settings.username!r}: {exc.said}. "
+            f"Check username and the password in the environment variable "
+            f"{settings.password_env!r} ([tools.mail] settings); the tools do not retry, so the "
+            "account is not locked by repeated attempts."
+        )
+    if isinstance(exc, imap.ConnectFailed) and isinstance(cause, ssl.SSLError):
+        return _tls_failed(settings, cause)
+    if isinstance(exc, imap.StartTlsFailed):
+        return _command_failed(exc, "start TLS", settings, tool_name)
+    if isinstance(exc, imap.ConnectFailed):
+        if isinstance(cause, TimeoutError):
+            return ToolError(
+                f"The IMAP server {where} did not greet within {settings.timeout_seconds:g} s. "
+                "Check host, port and security in the [tools.mail] settings and that it is up."
+            )
+        if isinstance(cause, ConnectionRefusedError):
+            return ToolError(
+                f"The IMAP server {where} refused the connection: nothing listens there. Check "
+                "that it is running and that host and port in the [tools.mail] settings are "
+                "right."
+            )
+        return ToolError(
+            f"Could not connect to the IMAP server {where} ({type(cause).__name__}: {cause}). "
+            "Check host and port in the [tools.mail] settings and that the server is up."
+        )
+    if isinstance(exc, imap.CommandFailed):
+        return _command_failed(exc, "log in", settings, tool_name)
+    return ToolError(f"{exc} Check the [tools.mail] settings, then call {tool_name} again.")
+
+
+def _command_failed(
+    exc: imap.CommandFailed, doing: str, settings: MailSettings, tool_name: str
+) -> ToolError:
+    """The tools' error for a command that failed at the connection (timeout, socket, loss)."""
+    where = f"{settings.host}:{settings.port}"
+    cause = exc.__cause__
+    if isinstance(cause, TimeoutError):
+        return ToolError(
+            f"The IMAP server {where} did not answer within {settings.timeout_seconds:g} s "
+            f"(while trying to {doing}). Check that it is up, then call the tool again."
+        )
+    detail = f"{type(cause).__name__}: {cause}" if cause is not None else "it closed the connection"
+    return ToolError(
+        f"The connection to the IMAP server {where} failed while trying to {doing} ({detail}). "
+        f"Check that the server is up, then call {tool_name} again."
+    )
 
 
 def _tls_failed(settings: MailSettings, exc: ssl.SSLError) -> ToolError:
@@ -517,24 +466,18 @@ def _parse_fetch(lines: Sequence[bytes | bytearray]) -> list[Fetched]:
     return found
 
 
-def _first_number(pattern: re.Pattern[bytes], response: aioimaplib.Response) -> int | None:
+def _first_number(pattern: re.Pattern[bytes], response: ImapResponse) -> int | None:
     for line in response.lines:
         if isinstance(line, bytes) and (m := pattern.search(line)) is not None:
             return int(m.group(1))
     return None
 
 
-def _copied_as(response: aioimaplib.Response) -> tuple[int, int] | None:
+def _copied_as(response: ImapResponse) -> tuple[int, int] | None:
     for line in response.lines:
         if isinstance(line, bytes) and (m := _COPYUID.search(line)) is not None:
             return int(m.group(1)), int(m.group(2))
     return None
-
-
-def _said(response: aioimaplib.Response) -> str:
-    """What the server said with a refusal: its last line, as text."""
-    text = [bytes(line).decode(errors="replace") for line in response.lines if line]
-    return f"{response.result} {text[-1]}" if text else response.result
 
 
 def _names(boxes: Sequence[Mailbox]) -> str:
