@@ -86,3 +86,26 @@ def test_the_demo_command_runs_and_says_where_its_store_is(tmp_path: Path) -> No
     assert "1 restart(s), nothing handled twice" in done.stdout
     assert f"wakeful events tail --filtered --store {tmp_path / 'email.db'}" in done.stdout
     assert (tmp_path / "email.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [(None, "There is no"), ("[agent]\n", "has no [model] table")],
+    ids=["missing", "no-model"],
+)
+def test_a_config_without_a_model_is_refused_naming_the_fix(
+    tmp_path: Path, toml: str | None, problem: str
+) -> None:
+    config = tmp_path / "wakeful.toml"
+    if toml is not None:
+        config.write_text(toml)
+    done = subprocess.run(
+        [sys.executable, "-m", "wakeful", "demo", "email", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"COLUMNS": "200"},
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    assert problem in done.stderr + done.stdout

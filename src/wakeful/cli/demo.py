@@ -139,6 +139,15 @@ def demo_email(
             "as after a crash or an upgrade (0: no restart).",
         ),
     ] = 2,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Play the secretary with the [model] of this wakeful.toml instead of the "
+            "scripted one (the same mails, servers and tools).",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Experiment 4-4, the email agent: a real IMAP server (Dovecot) and SMTP relay on
     127.0.0.1, four mails, and a scripted secretary that checks an invitation against the
@@ -165,9 +174,26 @@ def demo_email(
     from ..demo.email_scenario import run_email_demo
     from ..demo.trajectory_printer import TrajectoryPrinter
 
+    model = None
+    if config is not None:
+        from ..config import build_model, load_config
+
+        if not config.exists():
+            raise fail(
+                f"There is no {config}. Run `wakeful init` to write one, or leave out --config."
+            )
+        settings = load_config(config)
+        if settings.model is None:
+            raise fail(
+                f"{config} has no [model] table. Uncomment one (see `wakeful init --print`), or "
+                "leave out --config to play the scripted secretary."
+            )
+        model = build_model(settings.model)
+
     async def main() -> None:
         result = await run_email_demo(
             store_path=store,
+            model=model,
             restart_after=restart_after or None,
             observer=TrajectoryPrinter(out, title="email"),
             on_mail=lambda mail: out.print(
