@@ -44,6 +44,12 @@ def email(i: int) -> Event:
     )
 
 
+def long_email(i: int) -> Event:
+    """A 20,000-character mail: the Inbox scans its first 16,000 characters (SCAN_CHARS)."""
+    event = email(i)
+    return event.model_copy(update={"content": {**event.content, "text": (BODY * 10)[:20_000]}})
+
+
 def pull_request(i: int) -> Event:
     return Event(
         kind="github.pull_request",
@@ -74,6 +80,7 @@ FILTERS: dict[str, tuple[ChannelFilter, Callable[[int], Event]]] = {
         email,
     ),
     "body_regex over 2,000 chars": (ChannelFilter(body_regex=r"refund by \w+day"), email),
+    "body_regex over 20,000 chars": (ChannelFilter(body_regex=r"refund by \w+day"), long_email),
     "GitHub: repositories + event_types + labels": (
         ChannelFilter(repositories=["acme/widgets"], event_types=["pull_request"], labels=["p1"]),
         pull_request,

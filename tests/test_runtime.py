@@ -36,6 +36,9 @@ async def test_core_tools_are_offered_to_the_model(tmp_path: Path) -> None:
     names = [t.name for t in model.requests[0].tools]
     assert names == [
         "reply_to_user",
+        "send_card_to_user",
+        "send_user_notification",
+        "list_user_messages",
         "task_status",
         "cancel_task",
         "list_tasks",

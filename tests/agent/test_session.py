@@ -299,12 +299,17 @@ async def test_parallel_query_is_answered_at_once_and_recorded_in_the_main_traje
         decision = await rt.submit(user_input("what's the weather in Paris?"))
         assert decision.strategy == "parallel"
         await wait_until(lambda: bool(rt.outbox.sent))
-        assert rt.outbox.sent[0] == {
+        sent = rt.outbox.sent[0]
+        assert sent == {
             "session": "main",
             "text": "It is sunny in Paris.",
             "channel": "console",
             "urgency": "normal",
             "parallel": True,
+            "id": sent["id"],
+            "kind": "text",
+            "attachments": [],
+            "card": None,
         }
         assert rt.sessions["main"].phase == "tools"  # the main task was not interrupted
         await rt.wait_idle()

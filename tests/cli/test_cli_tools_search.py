@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from toolsets_data import TOOLSETS
+from toolsets_data import TOOLSETS, needs_toolsets
 from wakeful.cli.tools_search import register
 
 DATA = TOOLSETS
@@ -137,6 +137,7 @@ def test_catalog_file_path_and_default_k(catalog: Path, tmp_path: Path) -> None:
     assert len(json.loads(result.stdout)["results"]) == 3  # all three tools match, k=10
 
 
+@needs_toolsets
 def test_dev_set_queries_run(tmp_path: Path) -> None:
     source = DATA / "livemcpbench" / "queries.jsonl"
     subset = write_queries(tmp_path / "q.jsonl", *source.read_text().splitlines()[:5])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolsets_data import TOOLSETS
+from toolsets_data import TOOLSETS, needs_toolsets
 from wakeful.discovery import Catalog, CatalogServer, CatalogTool, load_queries
 from wakeful.errors import UserError
 
@@ -65,6 +65,7 @@ def test_from_servers_keeps_order_and_the_later_duplicate() -> None:
     assert len(catalog) == 1
 
 
+@needs_toolsets
 @pytest.mark.parametrize("name", ["metatool", "livemcpbench"])
 def test_the_development_sets_load(name: str) -> None:
     catalog = Catalog.load(DATA / name)

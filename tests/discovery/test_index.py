@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from toolsets_data import TOOLSETS
+from toolsets_data import TOOLSETS, needs_toolsets
 from wakeful.discovery import (
     NOT_FOUND_ADVICE,
     Catalog,
@@ -317,12 +317,14 @@ def recall_at_5(index: ToolIndex, name: str) -> float:
     return total / len(queries)
 
 
+@needs_toolsets
 def test_lexical_quality_on_livemcpbench_holds() -> None:
     """A regression guard: flat BM25 over the same fields reaches 0.336; we measured 0.391."""
     index = ToolIndex.build(Catalog.load(DATA / "livemcpbench"))
     assert recall_at_5(index, "livemcpbench") >= 0.38
 
 
+@needs_toolsets
 def test_latency_at_4076_tools() -> None:
     """p50 search ≤ 5 ms and one server's update ≤ 50 ms at 4,076 tools (lexical)."""
     catalog = Catalog.load(DATA / "seal_tools_test_in_domain")

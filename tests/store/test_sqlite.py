@@ -386,6 +386,7 @@ async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: 
         (1, "events, trajectories, tasks, timers"),
         (2, "idempotency keys, confirmation tokens, audit log"),
         (3, "filtered events, channel cursors, connected channels"),
+        (4, "messages to the user, their deliveries and read state"),
     ]
     with Store.read_only(db_path) as reader:
         assert reader.schema_version() == len(MIGRATIONS)

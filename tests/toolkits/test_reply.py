@@ -22,15 +22,21 @@ async def test_the_text_reaches_the_user_unchanged() -> None:
         ctx = ToolContext("inbox", "call_1", "reply_to_user", services)
         result = await reply_to_user.run({"text": AWKWARD, "urgency": "high"}, ctx)
         assert result.content == "sent" and not result.is_error
-        assert services.outbox.sent == [
-            {
-                "session": "inbox",
-                "text": AWKWARD,
-                "channel": "console",
-                "urgency": "high",
-                "parallel": False,
-            }
-        ]
+        [sent] = services.outbox.sent
+        assert sent == {
+            "session": "inbox",
+            "text": AWKWARD,
+            "channel": "console",
+            "urgency": "high",
+            "parallel": False,
+            "id": sent["id"],
+            "kind": "text",
+            "attachments": [],
+            "card": None,
+        }
+        assert sent["id"].startswith("msg_")
+        [stored] = await services.outbox.unread("inbox")
+        assert (stored.id, stored.text, stored.urgency) == (sent["id"], AWKWARD, "high")
 
 
 @pytest.mark.parametrize(

@@ -160,8 +160,21 @@ class ConsoleChannel:
         if message["session"] != self.session:
             return
         label = "wakeful (in parallel)" if message.get("parallel") else "wakeful"
-        style = "bold red" if message.get("urgency") == "high" else "bold green"
+        if message.get("kind") == "notification":
+            label = (
+                f"wakeful (notice{': ' + str(message['title']) if message.get('title') else ''})"
+            )
+        style = "bold red" if message.get("urgency") in ("high", "urgent") else "bold green"
+        # A card's text is already its plain-text rendering (title, fields, list, buttons).
         self.console.print(f"[{style}]{label}>[/{style}] {escape(str(message['text']))}")
+        for item in message.get("attachments") or ():
+            self.console.print(
+                f"[dim]  attached: {escape(str(item['name']))} ({item['size']:,} bytes, "
+                f"{escape(str(item['type']))}) at {escape(str(item['path']))}[/dim]"
+            )
+        if "id" in message:
+            # Printed in the user's terminal is read: the message is read on every channel.
+            await self.runtime.outbox.mark_read([message["id"]], channel=self.name)
 
     name = "console"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -13,6 +13,9 @@ from rich.markup import escape
 
 from ..errors import StoreError, UserError
 from .console import err, fail, out
+
+if TYPE_CHECKING:
+    from ..runtime.runtime import Runtime
 
 __all__ = ["NO_MODEL_HELP", "register"]
 
@@ -22,6 +25,9 @@ def register(app: typer.Typer) -> None:
     app.command("init")(init)
     app.command("run")(run)
 
+
+DEFAULT_WEB_ADDRESS = "127.0.0.1:8787"
+"""Where `wakeful run --web` serves the console: this machine only."""
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="The configuration file.", dir_okay=False)
@@ -90,11 +96,27 @@ def run(
     config: ConfigOption = Path("wakeful.toml"),
     session: Annotated[str, typer.Option(help="The session to talk to.")] = "main",
     quiet: Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")] = False,
+    web: Annotated[
+        bool,
+        typer.Option(
+            "--web",
+            help="Also serve the web console (see --web-address); its URL, with the token, is "
+            "printed at start-up. Without a terminal on stdin, only the web console runs.",
+        ),
+    ] = False,
+    web_address: Annotated[
+        str,
+        typer.Option(
+            "--web-address",
+            help="HOST:PORT of the web console. The token is $WAKEFUL_WEB_TOKEN when set.",
+        ),
+    ] = DEFAULT_WEB_ADDRESS,
 ) -> None:
     """Start the runtime with the configured agent and a console chat."""
     from ..config import build_gate, build_model, build_router, load_config, protect_in_sandbox
 
     try:
+        web_host, web_port = parse_web_address(web_address)
         cfg = load_config(config)
         if cfg.model is None:
             err.print(NO_MODEL_HELP.format(path=config), markup=False)
@@ -140,7 +162,10 @@ def run(
         )
         try:
             async with rt:
-                await ConsoleChannel(rt, session=session, console=out).run()
+                if not web:
+                    await ConsoleChannel(rt, session=session, console=out).run()
+                    return
+                await _run_with_web_console(rt, session, web_host, web_port)
         finally:
             # Provider adapters hold an HTTP client; the Model interface does not require one.
             for used in (model, parallel):
@@ -157,6 +182,42 @@ def run(
         if failure is None:
             raise
         raise fail(str(failure)) from exc
+
+
+def parse_web_address(address: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:8787` for IPv6) as a host and a port; UserError naming the fix."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UserError(
+            f"--web-address {address!r} is not HOST:PORT; give for example "
+            f"{DEFAULT_WEB_ADDRESS} (a port from 0 to 65535)."
+        )
+    return host, int(port)
+
+
+async def _run_with_web_console(rt: Runtime, session: str, host: str, port: int) -> None:
+    """The web console, and the terminal one when stdin is a terminal; leaving the terminal
+    console (/quit, end of input) stops both."""
+    import os
+
+    from ..channels.console import ConsoleChannel
+    from ..web import ConsoleAuth, WebConsole, new_token, serve_console
+
+    token = os.environ.get("WAKEFUL_WEB_TOKEN") or new_token()
+    console = WebConsole(rt, ConsoleAuth.for_address(token, host, port), session=session)
+    async with anyio.create_task_group() as tg:
+        bound = await tg.start(serve_console, console, host, port)
+        shown = f"[{host}]" if ":" in host else host
+        out.print(f"Web console: http://{shown}:{bound}/?token={token}", markup=False)
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            err.print(
+                f"[yellow]The web console listens on {escape(host)}, not only on this machine: "
+                "anyone who can reach it and learns the token can act as you.[/yellow]"
+            )
+        if sys.stdin.isatty():
+            await ConsoleChannel(rt, session=session, console=out).run()
+            tg.cancel_scope.cancel()
 
 
 def _expected_failure(exc: BaseException) -> UserError | StoreError | None:

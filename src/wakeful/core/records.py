@@ -18,8 +18,12 @@ from ..events import Event
 __all__ = [
     "AuditRow",
     "ConnectedChannel",
+    "DeliveryState",
     "EventStatus",
     "IdempotencyEntry",
+    "MessageAttachment",
+    "MessageDelivery",
+    "MessageKind",
     "MissedPolicy",
     "StoredConfirmation",
     "StoredEvent",
@@ -27,6 +31,9 @@ __all__ = [
     "TaskState",
     "TimerKind",
     "TimerRecord",
+    "Urgency",
+    "UserMessage",
+    "advanced_delivery",
     "iso_utc",
 ]
 
@@ -289,3 +296,84 @@ class ConnectedChannel(NamedTuple):
     settings: dict[str, Any]
     filter: dict[str, Any]
     connected_at: str
+
+
+# --- messages to the user ------------------------------------------------------------------------
+
+MessageKind = Literal["text", "card", "notification"]
+Urgency = Literal["low", "normal", "high", "urgent"]
+# In the order a delivery advances; "failed" stands apart. A delivery never moves back (a channel
+# that reports "sent" after the user already read the copy leaves it "read").
+DeliveryState = Literal["queued", "sent", "delivered", "read", "failed"]
+_DELIVERY_ORDER: dict[str, int] = {"queued": 0, "sent": 1, "delivered": 2, "read": 3}
+
+
+def advanced_delivery(old: DeliveryState, new: DeliveryState) -> DeliveryState:
+    """The state of a delivery at `old` told `new`: it only moves forward, a failure counts
+    until the copy was delivered, and a failed delivery may be tried again."""
+    if old == "failed" or new == "failed":
+        return new if old in ("queued", "sent", "failed") else old
+    return new if _DELIVERY_ORDER[new] >= _DELIVERY_ORDER[old] else old
+
+
+class MessageAttachment(NamedTuple):
+    """A workspace file sent with a message, by reference: the user's channel fetches it from
+    `path` (resolved, inside the workspace); its bytes never enter the agent's context."""
+
+    path: str
+    name: str
+    size: int
+    type: str
+
+
+class MessageDelivery(NamedTuple):
+    """Where one message went: its state on one channel, with the channel's own id for its copy
+    (a Telegram message id, an email Message-ID) and the error of a failed delivery. Times are
+    ISO UTC strings."""
+
+    message_id: str
+    channel: str
+    state: DeliveryState
+    updated_at: str
+    channel_message_id: str | None = None
+    error: str | None = None
+    sent_at: str | None = None
+    read_at: str | None = None
+
+
+class UserMessage(NamedTuple):
+    """A message to the user, as stored: one id (``msg_…``) whatever the channels it went to.
+
+    Read state is one fact about the message: `read_at` is set once, by whichever channel saw it
+    read first (`read_on` names it), and stays. `card` is the card's JSON (see
+    :mod:`wakeful.toolkits.comms.cards`); `title` is a notification's. `deliveries` are in the
+    order they were first recorded.
+    """
+
+    id: str
+    session: str
+    created_at: str
+    urgency: str  # one of `Urgency` from the tools; other senders may pass their own word
+    kind: MessageKind
+    text: str
+    attachments: tuple[MessageAttachment, ...] = ()
+    card: dict[str, Any] | None = None
+    title: str | None = None
+    read_at: str | None = None
+    read_on: str | None = None
+    deliveries: tuple[MessageDelivery, ...] = ()
+
+    @property
+    def read(self) -> bool:
+        return self.read_at is not None
+
+    @property
+    def first_line(self) -> str:
+        """The text's first non-empty line (a card's or notification's title when it has no
+        text), for lists where a whole message would be too much."""
+        for line in self.text.splitlines():
+            if line.strip():
+                return line.strip()
+        if self.card is not None:
+            return str(self.card.get("title", ""))
+        return self.title or ""

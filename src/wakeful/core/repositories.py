@@ -17,12 +17,14 @@ from ..events import Event
 from ..messages import Message
 from .records import (
     AuditRow,
+    DeliveryState,
     EventStatus,
     IdempotencyEntry,
     StoredConfirmation,
     StoredEvent,
     TaskRecord,
     TimerRecord,
+    UserMessage,
 )
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "ConfirmationRepository",
     "EventRepository",
     "IdempotencyRepository",
+    "MessageRepository",
     "Repositories",
     "TaskRepository",
     "TimerRepository",
@@ -266,6 +269,7 @@ class Repositories(Protocol):
     idempotency_keys: IdempotencyRepository
     confirmations: ConfirmationRepository
     audit_log: AuditRepository
+    messages: MessageRepository
 
 
 class ChannelCursorRepository(Protocol):
@@ -289,4 +293,63 @@ class ChannelCursorRepository(Protocol):
 
     async def forget(self, channel: str) -> None:
         """Drop every cursor of `channel` (it was disconnected for good)."""
+        ...
+
+
+class MessageRepository(Protocol):
+    """The messages sent to the user (`msg_…` ids), with their deliveries per channel and their
+    one read state. Lists are newest first; `before` pages back from a message id."""
+
+    async def add(self, message: UserMessage) -> None:
+        """Store a new message with the deliveries it carries (usually "queued" ones), in one
+        transaction. An id stored already is refused with a UserError."""
+        ...
+
+    async def record_delivery(
+        self,
+        message_id: str,
+        channel: str,
+        state: DeliveryState,
+        *,
+        channel_message_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Create or advance the delivery of `message_id` on `channel` (never moving it back:
+        "sent" after "read" stays "read"); a given `channel_message_id` or `error` is kept.
+        Recording "read" marks the message read (see :meth:`mark_read`)."""
+        ...
+
+    async def mark_read(self, ids: Iterable[str], *, channel: str) -> list[str]:
+        """Mark these messages read, seen on `channel` (its delivery, if any, becomes "read");
+        return the ids that were unread until now. Unknown or already read ids are skipped."""
+        ...
+
+    async def mark_read_through(self, session: str, message_id: str, *, channel: str) -> list[str]:
+        """Mark read every message of `session` up to and including `message_id` (what a
+        person who scrolled to it has seen); return the ids that were unread until now."""
+        ...
+
+    async def get(self, message_id: str) -> UserMessage | None:
+        """The message with this id, with its deliveries, or None."""
+        ...
+
+    async def by_channel_id(self, channel: str, channel_message_id: str) -> UserMessage | None:
+        """The message whose copy on `channel` has that channel's id (a reaction or a reply to
+        an IM copy names it), or None."""
+        ...
+
+    async def list(
+        self,
+        session: str | None = None,
+        *,
+        unread_only: bool = False,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[UserMessage]:
+        """Up to `limit` messages (of `session`, or of every session), newest first, only those
+        sent before the message `before` when given (the next page)."""
+        ...
+
+    async def unread_count(self, session: str | None = None) -> int:
+        """How many messages (of `session`, or of every session) are not read yet."""
         ...

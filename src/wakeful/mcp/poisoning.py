@@ -12,6 +12,11 @@ The rules weigh combinations, not single words, so that ordinary usage rules ("I
 must be ISO 8601", "Do not pass more than 10 ids", "Cannot read files outside the root") stay
 below high: high means a request to reveal secrets or the conversation, to hide something from
 the user, to override the assistant's instructions, or to change what *another* tool does.
+
+The same scan reads every event from outside (mail, webhooks, chat), so it is built for long
+ordinary text: a sentence is read only by the rules whose words it holds (`_RULE_STEMS`), and a
+hiding place is looked for only where its characters can be (about 0.2 ms for a 2,000-character
+mail, where reading every sentence with every rule took about 9 ms).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import base64
 import binascii
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,6 +94,10 @@ _INVISIBLE = re.compile(
 )
 _HTML_COMMENT = re.compile(r"<!--(.*?)(?:-->|$)", re.DOTALL)
 _WHITESPACE_RUN = re.compile(r"(?:[ \t\u00a0\u3000]{40,}|(?:[ \t]*\r?\n){8,})(?=\S)")
+# What every match of _WHITESPACE_RUN contains; each starts with a character class or a literal,
+# which `re` skips to in C, where _WHITESPACE_RUN itself is tried at every position.
+_BLANK_RUN = re.compile("[ \t\u00a0\u3000]{40}")
+_BLANK_LINES = re.compile(r"\n(?:[ \t]*\r?\n){7}")
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{40,}={0,2}(?![A-Za-z0-9+/=_-])")
 _TAGS = re.compile(
     r"<\s*/?\s*(important|system|instructions?|secret|hidden|admin|assistant|"
@@ -119,6 +128,8 @@ def _excerpt(text: str) -> str:
 def _readable(text: str) -> str:
     """What the rules read: full-width and other compatibility forms folded (NFKC), and the
     invisible characters removed, so "ｉｇｎｏｒｅ" and "ig\u200bnore" read as "ignore"."""
+    if text.isascii():  # already NFKC, and no invisible character is ASCII
+        return text
     return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
 
 
@@ -282,16 +293,103 @@ _URL_OR_ADDRESS = _any(
     r"\+\d{8,15}\b",
 )
 
-# Sentences end at . ! ? followed by space, at CJK stops, and at line breaks.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；;])|\n+")
+# Sentences end at . ! ? followed by space, at CJK stops, and at line breaks. Each end is
+# rewritten as its stop and one line break, and the text is split at line breaks (the
+# lookahead lets `re` leave every other position at once).
+_SENTENCE_END = re.compile(r"(?=[.!?。！？；;\n])(?:([.!?])\s+|([。！？；;])|\n+)")
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
+    ends_marked = _SENTENCE_END.sub(r"\1\2\n", text)
+    return [s for s in (part.strip() for part in ends_marked.split("\n")) if s]
 
 
-def _judge_sentence(sentence: str, where: str, hidden: str | None) -> list[Signal]:
-    """The signals of one sentence; `hidden` names the hiding place it was found in."""
+# --- the words every rule needs -----------------------------------------------------------------
+
+# No rule can match a sentence without one of its stems (compared case-insensitively, as the
+# rules read): for each alternative of a rule, one group of words it cannot match without. The
+# other patterns only add to these (a verb, a directive, an address), so a sentence without the
+# stems of any rule is skipped unread, and one with the stems of one rule is read by that rule:
+# most sentences of a mail or a webhook payload cost a few substring tests. A rule or an
+# alternative added above needs its stems here; tests/mcp/test_poisoning_prefilter.py generates
+# matches of every alternative and fails on one the stems miss.
+_RULE_STEMS: dict[re.Pattern[str], tuple[str, ...]] = {
+    _OVERRIDE: (
+        *("ignore", "disregard", "forget", "override", "you are now", "instructions", "mode"),
+        *("system prompt", "忽略", "无视", "忽视", "無視", "不要理会", "不要理會", "忘记", "忘記"),
+        *("你现在是", "你現在是", "指令", "开发者模式", "開發者模式"),
+    ),
+    _CONCEAL: (
+        *("user", "human", "person", "operator", "mention", "reveal", "disclose", "silently"),
+        *("secretly", "covertly", "quietly", "用户", "用戶", "使用者", "他们", "他們", "悄悄"),
+        *("偷偷", "暗中", "秘密"),
+    ),
+    _CROSS_TOOL: (
+        *("called", "invoked", "used", "run", "executed", "mail", "message", "outgoing"),
+        *("recipient", "receiver", "destination", "address", "phone number", "tool"),
+        *("调用", "調用", "使用", "执行", "執行", "发送", "發送", "密送", "抄送", "转发", "轉發"),
+        *("收件人", "接收人", "号码", "號碼", "其他", "另一个", "另一個"),
+    ),
+    _SECRET_STRONG: (
+        *(".ssh", "id_", "aws", ".env", "mcp.json", "claude_desktop_config", ".cursor", "netrc"),
+        *("npmrc", "pypirc", "git-credentials", "docker/", "kube/", "gnupg", "_history"),
+        *("/etc/", "private", "phrase", "api", "token", "password", "credential", "secret"),
+        *("environment", " file", "私钥", "私鑰", "助记词", "助記詞", "环境变量", "環境變量"),
+        *("配置文件", "設定檔", "密码", "密碼", "令牌", "凭证", "憑證", "密钥", "密鑰"),
+    ),
+    _SECRET_WEAK: (
+        *("api", "token", "password", "passphrase", "credential", "secret", "cookie", "session"),
+        *("bearer", "密码", "密碼", "令牌", "凭证", "憑證", "密钥", "密鑰", "口令"),
+    ),
+    _HISTORY: (
+        *("conversation", "chat", "message", "prompt", "对话", "對話", "聊天", "会话", "會話"),
+        *("消息", "訊息"),
+    ),
+    _COERCE: (
+        *("crash", "break", "catastrophically", "will be lost", "will be blocked", "otherwise"),
+        *("or else", "否则", "否則"),
+    ),
+}
+# The stems of CJK words are looked for only in text that has a CJK ideograph.
+_ASCII_RULE_STEMS = {
+    rule: tuple(stem for stem in stems if stem.isascii()) for rule, stems in _RULE_STEMS.items()
+}
+_CJK = re.compile("[\u4e00-\u9fff]")
+# Under re.IGNORECASE these letters match an ASCII one, where str.lower() leaves them apart
+# (the test checks every code point).
+_CASE_EQUIVALENTS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+
+RuleStems = dict[re.Pattern[str], list[str]]
+
+
+def _folded(text: str) -> str:
+    """The text in the case the stems are written in, letter for letter."""
+    return (text if text.isascii() else text.translate(_CASE_EQUIVALENTS)).lower()
+
+
+def _stems_in(folded: str) -> RuleStems:
+    """For each rule, the stems of it a folded text holds; a rule without one cannot match."""
+    cjk = not folded.isascii() and _CJK.search(folded) is not None
+    found: RuleStems = {}
+    for rule, stems in (_RULE_STEMS if cjk else _ASCII_RULE_STEMS).items():
+        if present := [stem for stem in stems if stem in folded]:
+            found[rule] = present
+    return found
+
+
+def _rules_for(folded_sentence: str, stems: RuleStems) -> list[re.Pattern[str]]:
+    """The rules that can match a sentence, given the stems of its whole text."""
+    return [rule for rule, present in stems.items() if any(s in folded_sentence for s in present)]
+
+
+def _judge_sentence(
+    sentence: str,
+    where: str,
+    hidden: str | None,
+    rules: Collection[re.Pattern[str]] = tuple(_RULE_STEMS),
+) -> list[Signal]:
+    """The signals of one sentence; `hidden` names the hiding place it was found in. Only the
+    `rules` are tried: the others are known not to match (their stems are not in the sentence)."""
     found: list[Signal] = []
 
     def add(severity: Severity, reason: str, match: re.Match[str] | None = None) -> None:
@@ -299,37 +397,48 @@ def _judge_sentence(sentence: str, where: str, hidden: str | None) -> list[Signa
         place = f"{where} ({hidden})" if hidden else where
         found.append(Signal(severity, reason, _excerpt(excerpt), place))
 
-    if m := _OVERRIDE.search(sentence):
+    def search(rule: re.Pattern[str]) -> re.Match[str] | None:
+        return rule.search(sentence) if rule in rules else None
+
+    if m := search(_OVERRIDE):
         add("high", "tries to override the assistant's instructions", m)
-    if m := _CONCEAL.search(sentence):
+    if m := search(_CONCEAL):
         add("high", "tells the assistant to hide something from the user", m)
-    if m := _CROSS_TOOL.search(sentence):
+    if m := search(_CROSS_TOOL):
         add("high", "instructs the assistant about what another tool does", m)
-    strong = _SECRET_STRONG.search(sentence)
-    verb = _EXFIL_VERB.search(sentence)
-    directive = _DIRECTIVE.search(sentence)
+    strong = search(_SECRET_STRONG)
+    history = search(_HISTORY)
+    weak = search(_SECRET_WEAK)
+    # A verb, a directive or a negation only matters next to a secret, the conversation or a
+    # hiding place; a sentence with none of those is not searched for them.
+    context = strong or history or weak or hidden
+    verb = _EXFIL_VERB.search(sentence) if context else None
+    directive = _DIRECTIVE.search(sentence) if context else None
     # "Cannot read files outside the root, such as ~/.ssh": a limit, not an order; only a
     # negation before the secret counts ("…, otherwise it will not work" comes after it).
-    negated = _NEGATED_CAPABILITY.search(sentence[: strong.start()] if strong else sentence)
+    negated = (
+        _NEGATED_CAPABILITY.search(sentence[: strong.start()] if strong else sentence)
+        if context
+        else None
+    )
     if strong and (verb or directive) and not negated:
         add("high", "asks the assistant to read or send secrets or credentials")
     elif strong:
         add("medium", "mentions secrets or credential files")
-    history = _HISTORY.search(sentence)
     if history and verb and not negated:
         add("high", "asks for the conversation or other messages")
-    weak = _SECRET_WEAK.search(sentence)
     if weak and verb and directive and not negated and not strong:
         sending = _URL_OR_ADDRESS.search(sentence)
         add("high" if sending else "low", "asks the assistant to pass along a credential")
-    if m := _COERCE.search(sentence):
+    if m := search(_COERCE):
         add("medium", "pressures the assistant with made-up consequences", m)
-    if _URL_OR_ADDRESS.search(sentence) and verb and directive and (history or weak):
+    if (history or weak) and verb and directive and _URL_OR_ADDRESS.search(sentence):
         add("high", "tells the assistant to send data to an outside address")
-    addressed = _ADDRESSED.search(sentence)
-    payload = verb and (weak or strong or history or _URL_OR_ADDRESS.search(sentence))
-    if hidden and (addressed or payload) and not found:
-        add("high", f"gives the assistant instructions {hidden}")
+    if hidden and not found:
+        addressed = _ADDRESSED.search(sentence)
+        payload = verb and (weak or strong or history or _URL_OR_ADDRESS.search(sentence))
+        if addressed or payload:
+            add("high", f"gives the assistant instructions {hidden}")
     return found
 
 
@@ -344,8 +453,17 @@ def _around(text: str, match: re.Match[str]) -> str:
 def _judge(text: str, where: str, hidden: str | None = None) -> list[Signal]:
     readable = _readable(text)
     signals: list[Signal] = []
+    if hidden:
+        # Hidden text is rare and short, and any order in it counts: every sentence is read.
+        for sentence in _sentences(readable):
+            signals.extend(_judge_sentence(sentence, where, hidden))
+        return signals
+    stems = _stems_in(_folded(readable))
+    if not stems:
+        return signals
     for sentence in _sentences(readable):
-        signals.extend(_judge_sentence(sentence, where, hidden))
+        if rules := _rules_for(_folded(sentence), stems):
+            signals.extend(_judge_sentence(sentence, where, hidden, rules))
     return signals
 
 
@@ -357,15 +475,17 @@ def scan_text(text: str, where: str = "description") -> list[Signal]:
     def hiding(severity: Severity, reason: str, excerpt: str) -> None:
         signals.append(Signal(severity, reason, _excerpt(excerpt), place))
 
-    smuggled = _decoded_tags(text)
+    # Tag, bidi and zero-width characters are never ASCII, and a base64 blob is one long word.
+    plain = text.isascii()
+    smuggled = "" if plain else _decoded_tags(text)
     if smuggled:
         hiding("high", "hides text in invisible Unicode tag characters", text)
         signals.extend(_judge(smuggled, where, "in invisible Unicode tag characters"))
-    if m := _BIDI_CONTROLS.search(text):
+    if not plain and (m := _BIDI_CONTROLS.search(text)):
         hiding(
             "high", "uses bidirectional-text controls that reorder what people see", _near(text, m)
         )
-    zero_width = _ZERO_WIDTH.findall(text)
+    zero_width = [] if plain else _ZERO_WIDTH.findall(text)
     if zero_width:
         severity: Severity = "high" if len(zero_width) >= 3 else "medium"
         m = _ZERO_WIDTH.search(text)
@@ -378,21 +498,25 @@ def scan_text(text: str, where: str = "description") -> list[Signal]:
             signals.extend(inner)
             if not inner:
                 hiding("medium", "hides text in an HTML comment", comment.group())
-    for run in _WHITESPACE_RUN.finditer(text):
+    blank_runs = _BLANK_RUN.search(text) or _BLANK_LINES.search(text)
+    for run in _WHITESPACE_RUN.finditer(text) if blank_runs else ():
         rest = text[run.end() :]
         hiding(
             "medium", f"pushes text out of sight after {len(run.group())} blank characters", rest
         )
         if len(run.group()) >= 100:
             signals.extend(_judge(rest, where, "after a long run of blank characters"))
-    for blob in _BASE64.finditer(text):
+    long_words = max(map(len, text.split()), default=0) >= 40
+    for blob in _BASE64.finditer(text) if long_words else ():
         decoded = _decoded_base64(blob.group())
         if decoded is not None:
             inner = _judge(decoded, where, "encoded in base64")
             signals.extend(inner)
             if not inner:
                 hiding("medium", "carries text encoded in base64", f"{blob.group()} = {decoded}")
-    if m := _TAGS.search(_readable(text)):
+    readable = _readable(text)
+    tag_like = "<" in readable or "[" in readable or "system" in _folded(readable)
+    if tag_like and (m := _TAGS.search(readable)):
         hiding("medium", "wraps text in a tag that mimics system instructions", m.group())
     visible = _HTML_COMMENT.sub(" ", text)
     signals.extend(_judge(visible, where))

@@ -70,7 +70,8 @@ def new_services(
     outbox: Outbox,
 ) -> Services:
     """The services every tool call gets, with a task manager whose tasks run in `tg`, report
-    through `submit_task_result` and, with a store, are saved as they change."""
+    through `submit_task_result` and, with a store, are saved as they change; with a store, the
+    outbox keeps its messages there (unless it was given a repository of its own)."""
     tasks = TaskManager(
         tg,
         submit_task_result,
@@ -78,6 +79,9 @@ def new_services(
         on_stopped=partial(record_stopped_task, store) if store is not None else None,
         progress_interval=settings.progress_interval,
     )
+    if store is not None:
+        # With a store, messages to the user (and their read state) survive restarts.
+        outbox.keep_messages_in(store.messages)
     return Services(
         tasks=tasks,
         emit=emit,

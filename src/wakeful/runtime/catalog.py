@@ -36,13 +36,25 @@ log = logging.getLogger(__name__)
 
 def core_tools() -> list[Tool]:
     """The tools every session starts with: talking to the user, tasks, shell, timers."""
+    from ..toolkits.comms.cards import send_card_to_user
+    from ..toolkits.comms.listing import list_user_messages
+    from ..toolkits.comms.notifications import send_user_notification
     from ..toolkits.comms.reply import reply_to_user
     from ..toolkits.execution.run_shell import run_shell
     from ..toolkits.tasks import TASK_TOOLS
     from ..toolkits.triggers.shell_monitor import monitor_shell
     from ..toolkits.triggers.timers import TIMER_TOOLS
 
-    return [reply_to_user, *TASK_TOOLS, run_shell, monitor_shell, *TIMER_TOOLS]
+    return [
+        reply_to_user,
+        send_card_to_user,
+        send_user_notification,
+        list_user_messages,
+        *TASK_TOOLS,
+        run_shell,
+        monitor_shell,
+        *TIMER_TOOLS,
+    ]
 
 
 def channel_tools() -> list[Tool]:

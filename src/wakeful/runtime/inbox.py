@@ -35,12 +35,13 @@ if TYPE_CHECKING:
 __all__ = ["SCAN_CHARS", "ChannelCounts", "FilteringInbox", "RuntimeInbox", "suspicious_findings"]
 
 SCAN_CHARS: Final = 16_000
-"""How many characters of one event the injection scanner reads (about 75 ms of CPU, off the
-event loop); the rest of a longer text is stored and shown unscanned."""
+"""How many characters of one event the injection scanner reads (about 1.5 ms of CPU for ordinary
+mail, up to about 20 ms when every sentence holds a rule's words); the rest of a longer text is
+stored and shown unscanned."""
 
 MAX_FINDINGS: Final = 5
-# Up to this many characters in a burst, the scan runs on the event loop (well under a
-# millisecond); longer texts go to a worker thread.
+# Up to this many characters in a burst, the scan runs on the event loop (about 0.2 ms for
+# ordinary text, 3 ms at worst); longer texts go to a worker thread.
 INLINE_SCAN_CHARS: Final = 2_000
 
 

@@ -18,10 +18,13 @@ from ..core.records import (
     ConnectedChannel,
     EventStatus,
     IdempotencyEntry,
+    MessageAttachment,
+    MessageDelivery,
     StoredConfirmation,
     StoredEvent,
     TaskRecord,
     TimerRecord,
+    UserMessage,
 )
 from ..errors import StoreError, UserError
 from ..events import Event
@@ -205,6 +208,72 @@ class StoreReader:
             for name, kind, settings, filter_, connected_at in rows
         ]
 
+    def user_message(self, message_id: str) -> UserMessage | None:
+        """The message to the user with this id, with its deliveries, or None."""
+        found = self._user_messages("m.id = ?", [message_id], 1)
+        return found[0] if found else None
+
+    def user_message_by_channel_id(
+        self, channel: str, channel_message_id: str
+    ) -> UserMessage | None:
+        """The message whose copy on `channel` has that channel's id, or None."""
+        rows = self._rows(
+            "SELECT message_id FROM message_deliveries WHERE channel = ? "
+            "AND channel_message_id = ?",
+            (channel, channel_message_id),
+        )
+        return self.user_message(rows[0][0]) if rows else None
+
+    def user_messages(
+        self,
+        session: str | None = None,
+        *,
+        unread_only: bool = False,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[UserMessage]:
+        """Messages to the user, newest first (see `MessageRepository.list`)."""
+        where, params = ["1 = 1"], list[Any]()
+        if session is not None:
+            where.append("m.session = ?")
+            params.append(session)
+        if unread_only:
+            where.append("m.read_at IS NULL")
+        if before is not None:
+            where.append("m.seq < coalesce((SELECT seq FROM messages WHERE id = ?), -1)")
+            params.append(before)
+        return self._user_messages(" AND ".join(where), params, limit)
+
+    def unread_message_count(self, session: str | None = None) -> int:
+        sql, params = "SELECT count(*) FROM messages WHERE read_at IS NULL", list[Any]()
+        if session is not None:
+            sql, params = sql + " AND session = ?", [session]
+        return int(self._rows(sql, params)[0][0])
+
+    def _user_messages(self, where: str, params: Sequence[Any], limit: int) -> list[UserMessage]:
+        rows = self._rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {where} ORDER BY m.seq DESC LIMIT ?",
+            [*params, limit],
+        )
+        if not rows:
+            return []
+        ids = [row[0] for row in rows]
+        deliveries: dict[str, list[MessageDelivery]] = {}
+        for row in self._rows(
+            f"SELECT {DELIVERY_COLUMNS} FROM message_deliveries WHERE message_id IN "
+            f"({', '.join('?' for _ in ids)}) ORDER BY rowid",
+            ids,
+        ):
+            deliveries.setdefault(row[0], []).append(MessageDelivery(*row))
+        return [
+            decode_row(
+                self.path,
+                f"message {row[0]}",
+                partial(message_from_row, row, tuple(deliveries.get(row[0], ()))),
+            )
+            for row in rows
+        ]
+
     def load_trajectory(self, session: str) -> list[Message]:
         """The session's trajectory messages, in the order they were appended."""
         rows = self._rows(
@@ -336,6 +405,34 @@ CONFIRMATION_COLUMNS: Final = (
     "error"
 )
 AUDIT_COLUMNS: Final = "seq, ts, session, tool, call_id, status, duration_ms, data"
+MESSAGE_COLUMNS: Final = (
+    "m.id, m.session, m.created_at, m.urgency, m.kind, m.body, m.read_at, m.read_on"
+)
+DELIVERY_COLUMNS: Final = (
+    "message_id, channel, state, updated_at, channel_message_id, error, sent_at, read_at"
+)
+
+
+def message_from_row(row: Sequence[Any], deliveries: tuple[MessageDelivery, ...]) -> UserMessage:
+    """A stored message from its row (`MESSAGE_COLUMNS`) and its deliveries."""
+    message_id, session, created_at, urgency, kind, body, read_at, read_on = row
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("its body must be a JSON object")
+    return UserMessage(
+        id=message_id,
+        session=session,
+        created_at=created_at,
+        urgency=urgency,
+        kind=kind,
+        text=str(data.get("text", "")),
+        attachments=tuple(MessageAttachment(**item) for item in data.get("attachments", ())),
+        card=data.get("card"),
+        title=data.get("title"),
+        read_at=read_at,
+        read_on=read_on,
+        deliveries=deliveries,
+    )
 
 
 def confirmation_from_row(path: Path, row: Sequence[Any]) -> StoredConfirmation:

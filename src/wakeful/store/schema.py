@@ -175,6 +175,42 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )""",
         ),
     ),
+    Migration(
+        "messages to the user, their deliveries and read state",
+        (
+            # One row per message whatever the channels it went to; `body` is the JSON of its
+            # text, attachments (by reference), card and title. Read state is one fact: the
+            # first channel that saw it read sets `read_at` and `read_on`.
+            """CREATE TABLE messages (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                session TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                urgency TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('text', 'card', 'notification')),
+                body TEXT NOT NULL,
+                read_at TEXT,
+                read_on TEXT
+            )""",
+            "CREATE INDEX messages_by_session ON messages (session, seq)",
+            "CREATE INDEX messages_unread ON messages (session, seq) WHERE read_at IS NULL",
+            # Where each message went: one row per (message, channel), never moving back.
+            """CREATE TABLE message_deliveries (
+                message_id TEXT NOT NULL REFERENCES messages (id),
+                channel TEXT NOT NULL,
+                state TEXT NOT NULL
+                    CHECK (state IN ('queued', 'sent', 'delivered', 'read', 'failed')),
+                updated_at TEXT NOT NULL,
+                sent_at TEXT,
+                read_at TEXT,
+                channel_message_id TEXT,
+                error TEXT,
+                PRIMARY KEY (message_id, channel)
+            )""",
+            "CREATE INDEX deliveries_by_channel_id ON message_deliveries "
+            "(channel, channel_message_id) WHERE channel_message_id IS NOT NULL",
+        ),
+    ),
 )
 
 

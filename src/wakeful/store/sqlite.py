@@ -5,9 +5,9 @@ confirmation tokens, the audit log) in one file that survives restarts.
 thread and the reader, and exposes one repository per group of tables (their interfaces are in
 :mod:`wakeful.core.repositories`): ``store.events``, ``store.trajectories``,
 ``store.task_records``, ``store.timer_records``, ``store.idempotency_keys``,
-``store.confirmations``, ``store.audit_log``, ``store.channel_cursors`` and
-``store.connected_channels``. Its older methods (``store.add_event`` …)
-delegate to them.
+``store.confirmations``, ``store.audit_log``, ``store.channel_cursors``,
+``store.connected_channels`` and ``store.messages`` (the messages to the user). Its older
+methods (``store.add_event`` …) delegate to them.
 
 Its writes go to one writer thread that commits them in batches (see :mod:`.writer`); its reads
 use a second connection on anyio's worker threads (see :mod:`.reader`), and WAL mode lets them run
@@ -54,6 +54,7 @@ from .disk_space import DEFAULT_RESERVE_BYTES
 from .events import SqliteEvents
 from .idempotency import SqliteIdempotencyKeys
 from .lock import StoreLock
+from .messages import SqliteMessages
 from .opening import open_store_files
 from .reader import StoreReader, open_reader
 from .schema import MIGRATIONS, Migration, apply_migrations
@@ -111,6 +112,7 @@ class Store(RepositoryMethods):
         self.audit_log = SqliteAuditLog(self._access)
         self.channel_cursors = SqliteChannelCursors(self._access)
         self.connected_channels = SqliteConnectedChannels(self._access)
+        self.messages = SqliteMessages(self._access)
 
     @classmethod
     async def open(

@@ -156,19 +156,25 @@ def _action_event(
         if isinstance(message, Message):
             pressed_on["text"] = _cut(message.text or message.caption or "", REPLY_CHARS)
     data = query.data or ""
+    content: dict[str, Any] = {
+        "action": data,
+        "text": data,
+        "from": _display(query.from_user, None),
+        "sender": _person(query.from_user),
+        "relation": relation,
+        "message": pressed_on,
+    }
+    # A button of one of our cards carries "<card id>:<action id>" (the card id is the id of
+    # the message that sent it): the event then carries the card payload every channel uses.
+    card_id, colon, action_id = data.partition(":")
+    if colon and card_id.startswith("msg_") and action_id:
+        content |= {"card_id": card_id, "action_id": action_id, "message_id": card_id}
     return Event(
         id=event_id,
         kind=USER_ACTION if relation == "user" else IM_ACTION,
         source=Source(type=relation, id=_source_id(query.from_user)),
         channel=channel,
-        content={
-            "action": data,
-            "text": data,
-            "from": _display(query.from_user, None),
-            "sender": _person(query.from_user),
-            "relation": relation,
-            "message": pressed_on,
-        },
+        content=content,
         context={"callback_query_id": query.id, "chat": chat_id},
         session=session_for(chat_id if chat_id is not None else query.from_user.id),
     )

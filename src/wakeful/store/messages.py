@@ -1,0 +1,220 @@
+"""The messages to the user: one row per message, a delivery row per channel it went to, and
+one read state per message whichever channel saw it read."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Final, get_args
+
+from ..core.records import DeliveryState, UserMessage, advanced_delivery
+from ..errors import UserError
+from .access import StoreAccess
+from .events import utc_key
+
+__all__ = ["SqliteMessages", "message_body"]
+
+_INSERT_MESSAGE: Final = (
+    "INSERT INTO messages (id, session, created_at, urgency, kind, body, read_at, read_on) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_DELIVERY: Final = (
+    "INSERT INTO message_deliveries (message_id, channel, state, updated_at, sent_at, read_at, "
+    "channel_message_id, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _now() -> str:
+    return utc_key(datetime.now(UTC)) or ""
+
+
+def message_body(message: UserMessage) -> str:
+    """The JSON stored in `messages.body`: what the message says, without its bookkeeping."""
+    body: dict[str, object] = {"text": message.text}
+    if message.attachments:
+        body["attachments"] = [item._asdict() for item in message.attachments]
+    if message.card is not None:
+        body["card"] = message.card
+    if message.title is not None:
+        body["title"] = message.title
+    return json.dumps(body, ensure_ascii=False, sort_keys=True)
+
+
+class SqliteMessages:
+    """The :class:`~wakeful.core.repositories.MessageRepository` of a SQLite store."""
+
+    def __init__(self, access: StoreAccess) -> None:
+        self._access = access
+
+    async def add(self, message: UserMessage) -> None:
+        row = (
+            message.id,
+            message.session,
+            message.created_at,
+            message.urgency,
+            message.kind,
+            message_body(message),
+            message.read_at,
+            message.read_on,
+        )
+        deliveries = [
+            (
+                message.id,
+                d.channel,
+                d.state,
+                d.updated_at,
+                d.sent_at,
+                d.read_at,
+                d.channel_message_id,
+                d.error,
+            )
+            for d in message.deliveries
+        ]
+
+        def apply(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(_INSERT_MESSAGE, row)
+            except sqlite3.IntegrityError as exc:
+                raise UserError(
+                    f"A message with the id {message.id} is stored already; give each message "
+                    "a new id (Outbox.send does)."
+                ) from exc
+            conn.executemany(_INSERT_DELIVERY, deliveries)
+
+        # Kept: a message being sent is work under way (an operator alert about a full disk
+        # must still go out), so a full disk holds the write instead of refusing it.
+        await self._access.write_kept(apply, f"message {message.id}")
+
+    async def record_delivery(
+        self,
+        message_id: str,
+        channel: str,
+        state: DeliveryState,
+        *,
+        channel_message_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        if state not in get_args(DeliveryState):
+            raise UserError(
+                f"Unknown delivery state {state!r}; use one of "
+                f"{', '.join(get_args(DeliveryState))}."
+            )
+        now = _now()
+
+        def apply(conn: sqlite3.Connection) -> None:
+            found = conn.execute(
+                "SELECT state FROM message_deliveries WHERE message_id = ? AND channel = ?",
+                (message_id, channel),
+            ).fetchone()
+            if found is None:
+                if conn.execute("SELECT 1 FROM messages WHERE id = ?", (message_id,)).fetchone():
+                    conn.execute(
+                        _INSERT_DELIVERY,
+                        (message_id, channel, "queued", now, None, None, None, None),
+                    )
+                    found = ("queued",)
+                else:
+                    raise UserError(
+                        f"No message {message_id} is stored, so its delivery on {channel} "
+                        "cannot be recorded; store the message first (Outbox.send)."
+                    )
+            conn.execute(
+                "UPDATE message_deliveries SET state = ?, updated_at = ?, "
+                "sent_at = coalesce(sent_at, ?), read_at = coalesce(read_at, ?), "
+                "channel_message_id = coalesce(?, channel_message_id), "
+                "error = coalesce(?, error) WHERE message_id = ? AND channel = ?",
+                (
+                    advanced_delivery(found[0], state),
+                    now,
+                    now if state in ("sent", "delivered") else None,
+                    now if state == "read" else None,
+                    channel_message_id,
+                    error,
+                    message_id,
+                    channel,
+                ),
+            )
+            if state == "read":
+                _mark_read(conn, [message_id], channel, now)
+
+        await self._access.write_kept(apply, f"the delivery of message {message_id} on {channel}")
+
+    async def mark_read(self, ids: Iterable[str], *, channel: str) -> list[str]:
+        wanted, now = list(dict.fromkeys(ids)), _now()
+        newly: list[str] = []
+
+        def apply(conn: sqlite3.Connection) -> None:
+            newly.extend(_mark_read(conn, wanted, channel, now))
+
+        # Kept: the user has read them, whatever the disk says; a write held for a full disk
+        # is applied later, and this returns [] meanwhile.
+        await self._access.write_kept(apply, f"{len(wanted)} message(s) read")
+        return newly
+
+    async def mark_read_through(self, session: str, message_id: str, *, channel: str) -> list[str]:
+        now = _now()
+
+        def apply(conn: sqlite3.Connection) -> list[str]:
+            ids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT id FROM messages WHERE session = ? AND read_at IS NULL AND seq <= "
+                    "coalesce((SELECT seq FROM messages WHERE id = ? AND session = ?), -1) "
+                    "ORDER BY seq",
+                    (session, message_id, session),
+                )
+            ]
+            return _mark_read(conn, ids, channel, now)
+
+        return await self._access.write(apply, f"the messages of {session} read")
+
+    async def get(self, message_id: str) -> UserMessage | None:
+        reader = self._access.reader
+        return await self._access.read(partial(reader.user_message, message_id))
+
+    async def by_channel_id(self, channel: str, channel_message_id: str) -> UserMessage | None:
+        reader = self._access.reader
+        return await self._access.read(
+            partial(reader.user_message_by_channel_id, channel, channel_message_id)
+        )
+
+    async def list(
+        self,
+        session: str | None = None,
+        *,
+        unread_only: bool = False,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[UserMessage]:
+        reader = self._access.reader
+        return await self._access.read(
+            partial(
+                reader.user_messages, session, unread_only=unread_only, limit=limit, before=before
+            )
+        )
+
+    async def unread_count(self, session: str | None = None) -> int:
+        reader = self._access.reader
+        return await self._access.read(partial(reader.unread_message_count, session))
+
+
+def _mark_read(conn: sqlite3.Connection, ids: list[str], channel: str, now: str) -> list[str]:
+    """Mark the unread ones of `ids` read on `channel`; return them."""
+    newly = []
+    for message_id in ids:
+        changed = conn.execute(
+            "UPDATE messages SET read_at = ?, read_on = ? WHERE id = ? AND read_at IS NULL",
+            (now, channel, message_id),
+        ).rowcount
+        if changed:
+            newly.append(message_id)
+        # Where the message was seen is recorded even when another channel saw it first.
+        conn.execute(
+            "UPDATE message_deliveries SET state = 'read', read_at = coalesce(read_at, ?), "
+            "updated_at = ? WHERE message_id = ? AND channel = ?",
+            (now, now, message_id, channel),
+        )
+    return newly

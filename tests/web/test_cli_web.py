@@ -1,0 +1,68 @@
+"""`wakeful run --web`: the console served next to the runtime, its URL printed with the token."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+from typer.testing import CliRunner
+
+from wakeful.cli.app import app
+
+CONFIG = '[model]\nprovider = "openai"\nname = "test"\nbase_url = "http://127.0.0.1:9/v1"\n'
+
+
+def test_a_bad_web_address_is_refused_with_an_example(tmp_path: Path) -> None:
+    config = tmp_path / "wakeful.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    for address in ("8787", "127.0.0.1:http", "127.0.0.1:70000"):
+        result = CliRunner().invoke(
+            app,
+            ["run", "--config", str(config), "--web", "--web-address", address],
+            input="",
+            env={"COLUMNS": "200"},
+            catch_exceptions=False,
+        )
+        assert result.exit_code == 1
+        assert f"--web-address {address!r} is not HOST:PORT" in result.stderr
+        assert "127.0.0.1:8787" in result.stderr
+
+
+@pytest.mark.anyio
+async def test_run_web_prints_a_login_url_that_opens_the_console(tmp_path: Path) -> None:
+    (tmp_path / "wakeful.toml").write_text(CONFIG, encoding="utf-8")
+    command = ["env", "--default-signal=INT", sys.executable, "-m", "wakeful", "run", "--web"]
+    command += ["--web-address", "127.0.0.1:0"]
+    env = os.environ | {"COLUMNS": "300"}
+    env.pop("WAKEFUL_WEB_TOKEN", None)
+    # stdin is not a terminal: only the web console runs, until Ctrl-C.
+    async with await anyio.open_process(command, env=env, cwd=tmp_path) as process:
+        assert process.stdout is not None and process.stderr is not None
+        try:
+            stdout = BufferedByteReceiveStream(process.stdout)
+            with anyio.fail_after(20):
+                line = (await stdout.receive_until(b"\n", 4096)).decode()
+            found = re.fullmatch(r"Web console: (http://127\.0\.0\.1:\d+)/\?token=(\S+)", line)
+            assert found is not None, line
+            base, token = found.groups()
+            async with httpx2.AsyncClient(base_url=base, follow_redirects=True) as client:
+                assert (await client.get("/api/state")).status_code == 401
+                page = await client.get(f"/?token={token}")
+                assert page.status_code == 200 and "wakeful console" in page.text
+                assert str(page.url) == base + "/"  # the token left the address bar
+                state = await client.get("/api/state")
+                assert state.status_code == 200 and state.json()["tasks"] == []
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(10):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert code == 0
