@@ -15,6 +15,7 @@ from wakeful.core.executor import ToolExecutor
 from wakeful.errors import ToolError, UserError
 from wakeful.messages import ToolCall
 from wakeful.runtime import core_tools
+from wakeful.runtime.catalog import channel_tools
 from wakeful.tools.cache import LIVE_STATE_TOOLS, CachedResult, ResultCache
 from wakeful.tools.pipeline import assemble_pipeline
 from wakeful.tools.registry import ToolRegistry
@@ -175,7 +176,7 @@ def test_only_read_only_tools_of_trusted_sources_are_admitted() -> None:
 
 def test_built_in_tools_that_report_live_state_are_never_cached() -> None:
     cache = ResultCache()
-    builtins = {t.name: t for t in core_tools()}
+    builtins = {t.name: t for t in [*core_tools(), *channel_tools()]}
     assert set(builtins) >= LIVE_STATE_TOOLS
     # Every read-only built-in reports live state today, so none of them is cached.
     assert [name for name, t in builtins.items() if cache.admits(t)] == []

@@ -43,7 +43,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LIVE_STATE_TOOLS: Final = frozenset({"task_status", "list_tasks", "monitor_shell", "list_timers"})
+LIVE_STATE_TOOLS: Final = frozenset(
+    {
+        "task_status",
+        "list_tasks",
+        "monitor_shell",
+        "list_timers",
+        "list_channels",
+        "list_user_messages",
+    }
+)
 """Built-in read-only tools whose answer is the state of the moment; caching them would lie."""
 
 
