@@ -30,6 +30,7 @@ BENCHMARKS = (
     "webhook_ingress",
     "email_arrival",
     "channel_filters",
+    "web_console",
     "session_memory",
     "startup_sessions",
     "timers",
