@@ -14,7 +14,7 @@ from .core.records import (
     MessageAttachment,
     MessageDelivery,
     MessageKind,
-    UserMessage,
+    OutboundMessage,
     advanced_delivery,
     iso_utc,
 )
@@ -31,9 +31,9 @@ Emit = Callable[[Event], Awaitable[object]]
 # A callback that shows each sent message (as a dict, see `Outbox.send`); the console's printer.
 Listener = Callable[[dict[str, Any]], Awaitable[None]]
 # Hands a message to one named channel; returns that channel's id for its copy, if it has one.
-Deliver = Callable[[UserMessage], Awaitable[str | None]]
+Deliver = Callable[[OutboundMessage], Awaitable[str | None]]
 # Which channels a message goes to (the delivery policy); by default, the channel it names.
-Route = Callable[[UserMessage, str], Sequence[str]]
+Route = Callable[[OutboundMessage, str], Sequence[str]]
 
 
 def new_message_id() -> str:
@@ -49,9 +49,9 @@ class MemoryMessages:
     """The :class:`~wakeful.core.repositories.MessageRepository` of a runtime without a store:
     the same read-state semantics, for the life of the process."""
 
-    _messages: dict[str, UserMessage] = field(default_factory=dict)
+    _messages: dict[str, OutboundMessage] = field(default_factory=dict)
 
-    async def add(self, message: UserMessage) -> None:
+    async def add(self, message: OutboundMessage) -> None:
         if message.id in self._messages:
             raise UserError(f"A message with the id {message.id} is stored already.")
         self._messages[message.id] = message
@@ -114,10 +114,10 @@ class MemoryMessages:
             return []
         return await self.mark_read(ids[: ids.index(message_id) + 1], channel=channel)
 
-    async def get(self, message_id: str) -> UserMessage | None:
+    async def get(self, message_id: str) -> OutboundMessage | None:
         return self._messages.get(message_id)
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> UserMessage | None:
+    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
         for message in self._messages.values():
             for delivery in message.deliveries:
                 if (
@@ -134,7 +134,7 @@ class MemoryMessages:
         unread_only: bool = False,
         limit: int = 50,
         before: str | None = None,
-    ) -> list[UserMessage]:
+    ) -> list[OutboundMessage]:
         newest_first = list(reversed(self._messages.values()))
         if before is not None:
             ids = [m.id for m in newest_first]
@@ -192,13 +192,13 @@ class Outbox:
         attachments: Sequence[MessageAttachment] = (),
         card: dict[str, Any] | None = None,
         title: str | None = None,
-    ) -> UserMessage:
+    ) -> OutboundMessage:
         """Store a message to the user and hand it to its channels; return it as stored, with
         its deliveries. A named delivery that fails is recorded "failed" (with the error) and
         the others still run; a listener that fails is recorded "failed" and its error raised.
         """
         now = _now()
-        message = UserMessage(
+        message = OutboundMessage(
             id=new_message_id(),
             session=session,
             created_at=now,
@@ -261,7 +261,7 @@ class Outbox:
         """Mark these messages read (seen on `channel`); return those that were unread."""
         return await self.messages.mark_read(ids, channel=channel)
 
-    async def unread(self, session: str | None = None, *, limit: int = 50) -> list[UserMessage]:
+    async def unread(self, session: str | None = None, *, limit: int = 50) -> list[OutboundMessage]:
         """The messages (of `session`, or all) the user has not read yet, newest first."""
         return await self.messages.list(session, unread_only=True, limit=limit)
 

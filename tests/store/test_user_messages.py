@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wakeful.core.records import MessageAttachment, MessageDelivery, UserMessage
+from wakeful.core.records import MessageAttachment, MessageDelivery, OutboundMessage
 from wakeful.errors import UserError
 from wakeful.events import user_input
 from wakeful.services import MemoryMessages, Outbox
@@ -20,9 +20,9 @@ pytestmark = pytest.mark.anyio
 
 def message(
     message_id: str, session: str = "main", channels: tuple[str, ...] = ("console",)
-) -> UserMessage:
+) -> OutboundMessage:
     now = "2026-12-01T10:00:00Z"
-    return UserMessage(
+    return OutboundMessage(
         id=message_id,
         session=session,
         created_at=now,
@@ -169,10 +169,10 @@ async def test_the_outbox_without_a_store_keeps_the_same_read_state() -> None:
 
 
 async def test_a_failing_channel_is_recorded_and_the_others_still_get_the_message() -> None:
-    async def telegram(sent: UserMessage) -> str:
+    async def telegram(sent: OutboundMessage) -> str:
         raise ConnectionError("api.telegram.org unreachable")
 
-    async def email(sent: UserMessage) -> str:
+    async def email(sent: OutboundMessage) -> str:
         return "<m1@example.org>"
 
     outbox = Outbox(

@@ -25,6 +25,7 @@ __all__ = [
     "MessageDelivery",
     "MessageKind",
     "MissedPolicy",
+    "OutboundMessage",
     "StoredConfirmation",
     "StoredEvent",
     "TaskRecord",
@@ -32,7 +33,6 @@ __all__ = [
     "TimerKind",
     "TimerRecord",
     "Urgency",
-    "UserMessage",
     "advanced_delivery",
     "iso_utc",
 ]
@@ -341,7 +341,7 @@ class MessageDelivery(NamedTuple):
     read_at: str | None = None
 
 
-class UserMessage(NamedTuple):
+class OutboundMessage(NamedTuple):
     """A message to the user, as stored: one id (``msg_…``) whatever the channels it went to.
 
     Read state is one fact about the message: `read_at` is set once, by whichever channel saw it

@@ -20,11 +20,11 @@ from .records import (
     DeliveryState,
     EventStatus,
     IdempotencyEntry,
+    OutboundMessage,
     StoredConfirmation,
     StoredEvent,
     TaskRecord,
     TimerRecord,
-    UserMessage,
 )
 
 __all__ = [
@@ -300,7 +300,7 @@ class MessageRepository(Protocol):
     """The messages sent to the user (`msg_…` ids), with their deliveries per channel and their
     one read state. Lists are newest first; `before` pages back from a message id."""
 
-    async def add(self, message: UserMessage) -> None:
+    async def add(self, message: OutboundMessage) -> None:
         """Store a new message with the deliveries it carries (usually "queued" ones), in one
         transaction. An id stored already is refused with a UserError."""
         ...
@@ -329,11 +329,11 @@ class MessageRepository(Protocol):
         person who scrolled to it has seen); return the ids that were unread until now."""
         ...
 
-    async def get(self, message_id: str) -> UserMessage | None:
+    async def get(self, message_id: str) -> OutboundMessage | None:
         """The message with this id, with its deliveries, or None."""
         ...
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> UserMessage | None:
+    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
         """The message whose copy on `channel` has that channel's id (a reaction or a reply to
         an IM copy names it), or None."""
         ...
@@ -345,7 +345,7 @@ class MessageRepository(Protocol):
         unread_only: bool = False,
         limit: int = 50,
         before: str | None = None,
-    ) -> list[UserMessage]:
+    ) -> list[OutboundMessage]:
         """Up to `limit` messages (of `session`, or of every session), newest first, only those
         sent before the message `before` when given (the next page)."""
         ...

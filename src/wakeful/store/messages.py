@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Final, get_args
 
-from ..core.records import DeliveryState, UserMessage, advanced_delivery
+from ..core.records import DeliveryState, OutboundMessage, advanced_delivery
 from ..errors import UserError
 from .access import StoreAccess
 from .events import utc_key
@@ -31,7 +31,7 @@ def _now() -> str:
     return utc_key(datetime.now(UTC)) or ""
 
 
-def message_body(message: UserMessage) -> str:
+def message_body(message: OutboundMessage) -> str:
     """The JSON stored in `messages.body`: what the message says, without its bookkeeping."""
     body: dict[str, object] = {"text": message.text}
     if message.attachments:
@@ -49,7 +49,7 @@ class SqliteMessages:
     def __init__(self, access: StoreAccess) -> None:
         self._access = access
 
-    async def add(self, message: UserMessage) -> None:
+    async def add(self, message: OutboundMessage) -> None:
         row = (
             message.id,
             message.session,
@@ -171,11 +171,11 @@ class SqliteMessages:
 
         return await self._access.write(apply, f"the messages of {session} read")
 
-    async def get(self, message_id: str) -> UserMessage | None:
+    async def get(self, message_id: str) -> OutboundMessage | None:
         reader = self._access.reader
         return await self._access.read(partial(reader.user_message, message_id))
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> UserMessage | None:
+    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
         reader = self._access.reader
         return await self._access.read(
             partial(reader.user_message_by_channel_id, channel, channel_message_id)
@@ -188,7 +188,7 @@ class SqliteMessages:
         unread_only: bool = False,
         limit: int = 50,
         before: str | None = None,
-    ) -> list[UserMessage]:
+    ) -> list[OutboundMessage]:
         reader = self._access.reader
         return await self._access.read(
             partial(

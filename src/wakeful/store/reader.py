@@ -20,11 +20,11 @@ from ..core.records import (
     IdempotencyEntry,
     MessageAttachment,
     MessageDelivery,
+    OutboundMessage,
     StoredConfirmation,
     StoredEvent,
     TaskRecord,
     TimerRecord,
-    UserMessage,
 )
 from ..errors import StoreError, UserError
 from ..events import Event
@@ -208,14 +208,14 @@ class StoreReader:
             for name, kind, settings, filter_, connected_at in rows
         ]
 
-    def user_message(self, message_id: str) -> UserMessage | None:
+    def user_message(self, message_id: str) -> OutboundMessage | None:
         """The message to the user with this id, with its deliveries, or None."""
         found = self._user_messages("m.id = ?", [message_id], 1)
         return found[0] if found else None
 
     def user_message_by_channel_id(
         self, channel: str, channel_message_id: str
-    ) -> UserMessage | None:
+    ) -> OutboundMessage | None:
         """The message whose copy on `channel` has that channel's id, or None."""
         rows = self._rows(
             "SELECT message_id FROM message_deliveries WHERE channel = ? "
@@ -231,7 +231,7 @@ class StoreReader:
         unread_only: bool = False,
         limit: int = 50,
         before: str | None = None,
-    ) -> list[UserMessage]:
+    ) -> list[OutboundMessage]:
         """Messages to the user, newest first (see `MessageRepository.list`)."""
         where, params = ["1 = 1"], list[Any]()
         if session is not None:
@@ -250,7 +250,9 @@ class StoreReader:
             sql, params = sql + " AND session = ?", [session]
         return int(self._rows(sql, params)[0][0])
 
-    def _user_messages(self, where: str, params: Sequence[Any], limit: int) -> list[UserMessage]:
+    def _user_messages(
+        self, where: str, params: Sequence[Any], limit: int
+    ) -> list[OutboundMessage]:
         rows = self._rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {where} ORDER BY m.seq DESC LIMIT ?",
             [*params, limit],
@@ -413,13 +415,15 @@ DELIVERY_COLUMNS: Final = (
 )
 
 
-def message_from_row(row: Sequence[Any], deliveries: tuple[MessageDelivery, ...]) -> UserMessage:
+def message_from_row(
+    row: Sequence[Any], deliveries: tuple[MessageDelivery, ...]
+) -> OutboundMessage:
     """A stored message from its row (`MESSAGE_COLUMNS`) and its deliveries."""
     message_id, session, created_at, urgency, kind, body, read_at, read_on = row
     data = json.loads(body)
     if not isinstance(data, dict):
         raise ValueError("its body must be a JSON object")
-    return UserMessage(
+    return OutboundMessage(
         id=message_id,
         session=session,
         created_at=created_at,

@@ -30,11 +30,10 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from ..core.records import UserMessage, iso_utc
+from ..core.records import OutboundMessage, iso_utc
 from ..errors import UserError
 from ..events import USER_ACTION, Event, Source, user_input, user_interrupt
-from ..messages import AssistantMessage, Message, ToolMessage
-from ..messages import UserMessage as TrajectoryUserMessage
+from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from .auth import SECURITY_HEADERS, ConsoleAuth
 from .events import LiveFeed
 from .page import page_html, static_file
@@ -323,7 +322,7 @@ class _Guard:
         await self.app(scope, receive, send_with_headers)
 
 
-def _entry(message: UserMessage) -> dict[str, Any]:
+def _entry(message: OutboundMessage) -> dict[str, Any]:
     """A stored message to the user as the page's chat entry."""
     return {
         "type": "message",
@@ -350,7 +349,7 @@ def _shown(message: Message) -> dict[str, Any]:
         ]
     elif isinstance(message, ToolMessage):
         shown |= {"name": message.name, "status": message.status}
-    elif isinstance(message, TrajectoryUserMessage) and message.mark is not None:
+    elif isinstance(message, UserMessage) and message.mark is not None:
         shown["mark"] = message.mark
     return shown
 
