@@ -9,12 +9,12 @@ machine, where nobody can read the login on the wire.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...env_secrets import refuse_inline_secret, secret_from_env
 from ...errors import ConfigError
 
 __all__ = ["EmailChannelSettings", "SessionMapping", "TlsMode"]
@@ -121,13 +121,12 @@ class EmailChannelSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_password_in_file(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "password" in data:
-            raise ValueError(
-                "an email channel's password must not be written in wakeful.toml: remove "
-                '`password` and set `password_env = "NAME"`, the environment variable that holds '
-                "it (e.g. export WAKEFUL_IMAP_PASSWORD=… before `wakeful run`)"
-            )
-        return data
+        return refuse_inline_secret(
+            data,
+            "password",
+            what="an email channel's password",
+            example_env="WAKEFUL_IMAP_PASSWORD",
+        )
 
     @field_validator("user_addresses", "contacts")
     @classmethod
@@ -152,14 +151,8 @@ class EmailChannelSettings(BaseModel):
     def password(self) -> str:
         """The password from the environment; ConfigError naming the variable when it is
         unset."""
-        value = os.environ.get(self.password_env)
-        if not value:
-            raise ConfigError(
-                f"The email channel for {self.username} at {self.host} reads its IMAP password "
-                f"from the environment variable {self.password_env}, which is not set. Set it "
-                f"before starting (export {self.password_env}=…)."
-            )
-        return value
+        reader = f"The email channel for {self.username} at {self.host} reads its IMAP password"
+        return secret_from_env(self.password_env, reader=reader)
 
     def contact_entries(self) -> frozenset[str]:
         """Every contact, from `contacts` and `contacts_file`, lowercased; ConfigError when the

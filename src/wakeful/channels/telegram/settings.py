@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...env_secrets import refuse_inline_secret
 from ...errors import ConfigError
 
 __all__ = ["DEFAULT_API_URL", "SessionMapping", "TelegramChannelSettings"]
@@ -78,13 +79,9 @@ class TelegramChannelSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_token_in_file(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "token" in data:
-            raise ValueError(
-                "a Telegram bot token must not be written in wakeful.toml: remove `token` and "
-                'set `token_env = "NAME"`, the environment variable that holds it (e.g. export '
-                "WAKEFUL_TELEGRAM_TOKEN=… before `wakeful run`)"
-            )
-        return data
+        return refuse_inline_secret(
+            data, "token", what="a Telegram bot token", example_env="WAKEFUL_TELEGRAM_TOKEN"
+        )
 
     @field_validator("token_env")
     @classmethod

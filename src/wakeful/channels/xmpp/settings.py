@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...env_secrets import refuse_inline_secret, secret_from_env
 from ...errors import ConfigError
 
 __all__ = ["RoomSettings", "SessionMapping", "TlsMode", "XmppChannelSettings", "bare_jid"]
@@ -127,13 +128,12 @@ class XmppChannelSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_password_in_file(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "password" in data:
-            raise ValueError(
-                "an XMPP channel's password must not be written in wakeful.toml: remove "
-                '`password` and set `password_env = "NAME"`, the environment variable that holds '
-                "it (e.g. export WAKEFUL_XMPP_PASSWORD=… before `wakeful run`)"
-            )
-        return data
+        return refuse_inline_secret(
+            data,
+            "password",
+            what="an XMPP channel's password",
+            example_env="WAKEFUL_XMPP_PASSWORD",
+        )
 
     @field_validator("jid")
     @classmethod
@@ -218,14 +218,8 @@ class XmppChannelSettings(BaseModel):
     def password(self) -> str:
         """The password from the environment; ConfigError naming the variable when it is
         unset."""
-        value = os.environ.get(self.password_env)
-        if not value:
-            raise ConfigError(
-                f"The XMPP channel for {self.jid} reads its password from the environment "
-                f"variable {self.password_env}, which is not set. Set it before starting "
-                f"(export {self.password_env}=…)."
-            )
-        return value
+        reader = f"The XMPP channel for {self.jid} reads its password"
+        return secret_from_env(self.password_env, reader=reader)
 
     def room_password(self, room: RoomSettings) -> str | None:
         """A room's password from the environment, or None when it has none; ConfigError when

@@ -10,6 +10,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...env_secrets import refuse_inline_secret
+
 __all__ = ["MailSettings"]
 
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -64,12 +66,7 @@ class MailSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_password_in_file(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "password" in data:
-            raise ValueError(
-                "the mail tools' password must not be written in wakeful.toml: remove `password` "
-                'and set `password_env = "NAME"`, the environment variable that holds it'
-            )
-        return data
+        return refuse_inline_secret(data, "password", what="the mail tools' password")
 
     @model_validator(mode="after")
     def _clear_text_only_here(self) -> MailSettings:

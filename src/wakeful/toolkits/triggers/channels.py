@@ -153,11 +153,10 @@ async def disconnect_channel(
 ) -> dict[str, Any]:
     """Disconnect an event channel: it stops waking you and is not reconnected on restart.
 
-        Use it when the user no longer wants to hear from a source. It forgets how far a channel
-        you connected had read; a channel of the configuration file stops only until the next
-        start (remove it from wakeful.toml to stop it for good). It cannot delete the events the
-    channel already stored.
-        Returns {"disconnected": "webhook:ci"}. Cost: instant; about 40 characters.
+    Use it when the user no longer wants to hear from a source. It forgets how far a channel you
+    connected had read; a channel of the configuration file stops only until the next start
+    (remove it from wakeful.toml to stop it for good). It cannot delete the events the channel
+    already stored. Returns {"disconnected": "webhook:ci"}. Cost: instant; about 40 characters.
     """
     channels = _channels(ctx, "disconnect_channel")
     if not await channels.disconnect(name):
