@@ -31,6 +31,7 @@ BENCHMARKS = (
     "email_arrival",
     "channel_filters",
     "web_console",
+    "delivery_escalation",
     "session_memory",
     "startup_sessions",
     "timers",
@@ -41,6 +42,8 @@ BENCHMARKS = (
     "command_policy",
     "file_tools",
     "prefix_stability",
+    "delegation_context",
+    "subagents",
     "discovery",
 )
 # Benchmarks that live in a folder of their own, by name.

@@ -6,7 +6,9 @@ A Runtime with a SQLite store serves the console on 127.0.0.1 (real uvicorn). Ro
 - a message sent to the user (`Outbox.send`: stored, then pushed) → its server-sent event read
   by a client holding the console's event stream open, one message at a time;
 - with N messages stored, the first page: the page itself (`/`) and its message list
-  (`/api/messages`, the latest 200), and the process's resident memory after serving them.
+  (`/api/messages`, the latest 200), and the process's resident memory after serving them;
+- paging back ("Load earlier messages"): the 200 messages before one half-way back, and one
+  message with its deliveries (`/api/messages/<id>`, what the page refreshes).
 
     python bench/web_console.py [--quick]
 """
@@ -28,6 +30,7 @@ from wakeful.web import ConsoleAuth, WebConsole, serve_console
 
 TOKEN = "bench-token"
 TARGET_P99_MS = 100.0
+REPEATS = 20
 
 
 async def run(stored: int, pushed: int) -> None:
@@ -41,8 +44,7 @@ async def run(stored: int, pushed: int) -> None:
         async with rt, anyio.create_task_group() as tg:
             web = WebConsole(rt, ConsoleAuth.for_address(TOKEN, "127.0.0.1", 0))
             port = await tg.start(serve_console, web, "127.0.0.1", 0)
-            for i in range(stored):
-                await rt.outbox.send("main", f"stored message {i}")
+            ids = [(await rt.outbox.send("main", f"stored message {i}")).id for i in range(stored)]
             base = f"http://127.0.0.1:{port}"
             auth = {"authorization": f"Bearer {TOKEN}"}
             async with httpx2.AsyncClient(base_url=base, headers=auth, timeout=30) as client:
@@ -53,8 +55,18 @@ async def run(stored: int, pushed: int) -> None:
                 page = await client.get("/")
                 page_ms = (time.perf_counter() - started) * 1000
                 assert listed.status_code == 200 and page.status_code == 200
-                shown = len(listed.json())
+                shown = len(listed.json()["messages"])
                 rss = rss_bytes() / 2**20
+                paging, single = [], []
+                for _ in range(REPEATS):
+                    started = time.perf_counter()
+                    earlier = await client.get("/api/messages", params={"before": ids[stored // 2]})
+                    paging.append((time.perf_counter() - started) * 1000)
+                    assert len(earlier.json()["messages"]) == 200
+                    started = time.perf_counter()
+                    one = await client.get(f"/api/messages/{ids[stored // 2]}")
+                    single.append((time.perf_counter() - started) * 1000)
+                    assert one.status_code == 200
 
                 latencies = []
                 async with client.stream("GET", "/events") as stream:
@@ -86,6 +98,14 @@ async def run(stored: int, pushed: int) -> None:
     first.add("/api/messages (the latest 200)", stored, shown, listed_ms, rss)
     first.add("/ (the page)", stored, "", page_ms, "")
     first.print()
+    print()
+    back = Table(["paging back", "stored", "shown", "n", "p50 ms", "max ms"])
+    for what, shown_here, times in (
+        ("/api/messages?before= (half-way back)", 200, paging),
+        ("/api/messages/<id> (its deliveries)", 1, single),
+    ):
+        back.add(what, stored, shown_here, len(times), percentile(times, 50), max(times))
+    back.print()
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict
 
 from wakeful.core.channel import ChannelContext, ChannelHealth, source_event_id
+from wakeful.core.records import OutboundMessage
 from wakeful.events import Event, Source, utc_now
 
 POLL_SECONDS = 0.01
@@ -65,6 +66,8 @@ class LineChannel:
                 for number, line in enumerate(lines, start=first_line + 1):
                     consumed += len(line.encode()) + 1
                     fields = json.loads(line)
+                    if await self.handle(fields):
+                        continue
                     if "crash" in fields or "end" in fields:
                         stop = fields
                         break
@@ -81,11 +84,17 @@ class LineChannel:
                     raise RuntimeError(stop["crash"])
             await anyio.sleep(POLL_SECONDS)
 
+    async def handle(self, fields: dict[str, Any]) -> bool:
+        """Act on a control line; True when it was one (a plain line channel has none)."""
+        return False
+
     def _event(self, number: int, fields: dict[str, Any]) -> Event:
         return Event(
             id=source_event_id(self.name, f"line-{number}"),
             kind="line.received",
-            source=Source(type="contact", id=str(fields.get("from", ""))),
+            source=Source(
+                type="user" if fields.get("user") else "contact", id=str(fields.get("from", ""))
+            ),
             channel=self.name,
             content=fields,
             session=self._settings.session,
@@ -120,3 +129,71 @@ async def until(condition: Callable[[], bool], seconds: float = 10) -> None:
             if condition():
                 return
             await anyio.sleep(POLL_SECONDS)
+
+
+class PhoneSettings(LineSettings):
+    """A line channel that also reaches the user: each message sent to them is a JSON line
+    appended to `sent_path` ({"copy": id, "message": msg id, "text": …}); a line
+    ``{"read": copy id}`` in the input file is the user reading that copy (a read receipt);
+    ``{"refuse": "why"}`` makes sends fail from then on, ``{"refuse": null}`` lets them pass."""
+
+    sent_path: Path
+
+
+class PhoneChannel(LineChannel):
+    """See :class:`PhoneSettings`: a stand-in for an IM account, driven by files."""
+
+    def __init__(self, settings: PhoneSettings, context: ChannelContext) -> None:
+        super().__init__(settings, context)
+        self._phone = settings
+        self.refusing: str | None = None
+        self._copies = 0
+
+    async def send_to_user(self, message: OutboundMessage) -> str | None:
+        if self.refusing:
+            raise ConnectionError(self.refusing)
+        self._copies += 1
+        copy = f"{self.name}#{message.id}#{self._copies}"
+        append(
+            self._phone.sent_path,
+            {"copy": copy, "message": message.id, "text": message.text, "kind": message.kind},
+        )
+        return copy
+
+    async def show_read(self, message: OutboundMessage, channel_message_id: str) -> bool:
+        append(self._phone.sent_path, {"shown_read": channel_message_id})
+        return True
+
+    async def handle(self, fields: dict[str, Any]) -> bool:
+        """Act on a control line; True when it was one (not an event)."""
+        if "refuse" in fields:
+            self.refusing = fields["refuse"]
+            return True
+        if "read" in fields:
+            reads = self._context.reads
+            if reads is not None:
+                await reads.copy_read(self.name, str(fields["read"]), through=True)
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class PhoneKind:
+    kind: str = "phone"
+
+    @property
+    def settings_model(self) -> type[BaseModel]:
+        return PhoneSettings
+
+    def build(self, settings: Any, context: ChannelContext) -> PhoneChannel:
+        return PhoneChannel(settings, context)
+
+
+PHONE_KIND = PhoneKind()
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of `path` (none when it does not exist yet)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from wakeful.config import load_config
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -87,3 +89,37 @@ def test_the_channels_example_is_a_valid_configuration(tmp_path: Path) -> None:
     names = re.findall(r'"name": "([^"]+)"', proc.stdout)
     for kind in ("email:inbox", "webhook:github", "xmpp:chat", "telegram:bot", "system:"):
         assert any(name.startswith(kind) for name in names), proc.stdout
+
+
+def test_the_delivery_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """The README's `[delivery]` table loads as written."""
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    [example] = [b for b in blocks if "[delivery]" in b]
+    (tmp_path / "wakeful.toml").write_text(example, encoding="utf-8")
+    config = load_config(tmp_path / "wakeful.toml")
+    assert config.delivery.channels == ("console", "telegram:bot", "email:inbox")
+    assert config.delivery.min_urgency == {"email:inbox": "urgent"}
+    assert config.delivery.quiet_hours is not None
+
+
+def test_the_agents_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """The README's `[[agents]]` example loads into an agent definition as written."""
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    [example] = [b for b in blocks if "[[agents]]" in b]
+    (tmp_path / "wakeful.toml").write_text(example, encoding="utf-8")
+    config = load_config(tmp_path / "wakeful.toml")
+    [researcher] = config.agent_definitions()
+    assert researcher.name == "researcher" and researcher.tools == ("fetch_page",)
+    assert researcher.context.strategy == "adaptive"
+    assert config.subagent_limits().max_depth == 2
+
+
+def test_the_collaboration_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """The README's `[tools.collaboration]` table loads as written."""
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    [example] = [b for b in blocks if "[tools.collaboration]" in b]
+    (tmp_path / "wakeful.toml").write_text(example, encoding="utf-8")
+    collaboration = load_config(tmp_path / "wakeful.toml").tools.collaboration
+    assert collaboration is not None
+    assert collaboration.im_addresses == ("boss@example.org",)
+    assert collaboration.slack["ops"].webhook_url_env == "SLACK_OPS_WEBHOOK"

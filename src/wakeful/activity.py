@@ -7,7 +7,7 @@ Waiters re-check their own condition after each notification, so one signal serv
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import anyio
 
@@ -40,13 +40,40 @@ class UserActivity:
         self.last_seen: datetime | None = None
         # The channel the user was last seen on ("console", "matrix:home"), "" before.
         self.last_channel = ""
+        # Per session, the channel the user last wrote to it from: where its replies go.
+        self.homes: dict[str, str] = {}
+        # Seen this recently, the user counts as present (the delivery policy sets it).
+        self.active_minutes = 10.0
 
     def saw(self, event: Event) -> None:
         """Count `event` as activity if the user sent it."""
         if event.source.type == "user":
             self.touch(event.channel)
+            if event.session:
+                self.homes[event.session] = event.channel
+
+    def away(self, active_minutes: float | None = None) -> str:
+        """ "" while the user counts as present (seen within `active_minutes`, by default
+        `self.active_minutes`); otherwise a line saying since when they are away."""
+        minutes = self.active_minutes if active_minutes is None else active_minutes
+        now = self._clock.now()
+        if self.last_seen is None:
+            return "the user has not been seen since the runtime started"
+        gone = now - self.last_seen
+        if gone <= timedelta(minutes=minutes):
+            return ""
+        where = f", on {self.last_channel}" if self.last_channel else ""
+        return f"the user is away (last seen {_ago(gone)} ago{where})"
 
     def touch(self, channel: str) -> None:
         """The user is here now, on `channel` (a keystroke at the console, a click)."""
         self.last_seen = self._clock.now()
         self.last_channel = channel
+
+
+def _ago(gone: timedelta) -> str:
+    minutes = int(gone.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours = minutes // 60
+    return f"{hours} h" if hours < 48 else f"{hours // 24} days"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .agent.router import DEFAULT_STOP_WORDS, Classifier, Router
 from .agent.session import SessionConfig
+from .delivery.settings import DeliverySettings
 from .discovery.session_tools import DiscoverySettings
 from .discovery.skill_tools import SkillsSettings
 from .errors import ConfigError
@@ -29,6 +30,9 @@ from .safety.reviewer import DEFAULT_IRREVERSIBLE_TOOLS
 from .safety.sandbox import SandboxSettings
 from .safety.sidecar import SidecarSettings
 from .safety.verification import VerifyRule
+from .subagents.definitions import AgentDefinition, agent_folders, check_definitions
+from .subagents.limits import SubagentLimits
+from .toolkits.collaboration.settings import CollaborationSettings
 from .toolkits.execution.settings import (
     CalendarWriteSettings,
     DiagnosticsSettings,
@@ -125,6 +129,64 @@ class StoreConfig(_Section):
     evict_idle_after_seconds: float | None = Field(default=300.0, gt=0)
 
 
+class AgentTable(_Section):
+    """One `[[agents]]` table: a kind of child agent sessions may delegate to (see
+    :class:`wakeful.subagents.definitions.AgentDefinition` for each field)."""
+
+    name: str
+    description: str
+    role: str
+    boundaries: str = ""
+    tools: list[str] | None = None
+    output_schema: dict[str, Any] | None = None
+    # What the child reads (`[agents.context]`: strategy, budget_tokens, automatic, generated,
+    # adaptive, redaction; see wakeful.collab.settings.ContextSettings).
+    context: dict[str, Any] | None = None
+    max_seconds: float | None = None
+    max_tokens: int | None = None
+    # Its own model; without one it uses the runtime's.
+    model: ModelConfig | None = None
+
+    def definition(self, origin: str) -> AgentDefinition:
+        fields = self.model_dump(exclude={"model"})
+        if fields["tools"] is not None:
+            fields["tools"] = tuple(fields["tools"])
+        if fields["context"] is None:
+            del fields["context"]
+        try:
+            return AgentDefinition.model_validate(
+                {
+                    **fields,
+                    "origin": origin,
+                    "model": build_model(self.model) if self.model is not None else None,
+                }
+            )
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'table'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"{origin}: {problems}") from exc
+
+
+class SubagentsConfig(SubagentLimits):
+    """`[subagents]`: the limits of child agents, and the folders of agent definitions
+    (`<folder>/<name>/AGENT.md`; relative to wakeful.toml)."""
+
+    roots: list[Path] = Field(default_factory=lambda: [Path("agents")])
+
+
+class WebConfig(_Section):
+    """`[web]`: the web console of `wakeful run --web` and `wakeful console`."""
+
+    # HOST:PORT; this machine only unless a host says otherwise (the console then warns).
+    address: str = "127.0.0.1:8787"
+    # The NAME of the environment variable holding a fixed token (a new one is made per start
+    # when it is unset); never the token itself.
+    token_env: str = Field(default="WAKEFUL_WEB_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # The session the console opens on.
+    session: str = Field(default="main", min_length=1, max_length=64)
+
+
 class ChannelTable(BaseModel):
     """One ``[[channels.<kind>]]`` table: the channel's `name` (unique per kind), its `filter`
     (what wakes the agent), and the kind's own settings as the other keys. The filter and the
@@ -198,6 +260,8 @@ class ToolsConfig(_Section):
     github: GitHubSettings | None = None
     diagnostics: DiagnosticsSettings | None = None
     interpreter: InterpreterSettings | None = None
+    # Requests to people and notifications to approvers (request_human_approval, …).
+    collaboration: CollaborationSettings | None = None
 
     def settings(self) -> list[object]:
         families = (
@@ -208,6 +272,7 @@ class ToolsConfig(_Section):
             self.github,
             self.diagnostics,
             self.interpreter,
+            self.collaboration,
         )
         return [family for family in families if family is not None]
 
@@ -240,6 +305,30 @@ class WakefulConfig(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     discovery: DiscoverySettings | None = None
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    # How messages reach the user: channels by urgency, presence, quiet hours, digests.
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    web: WebConfig = Field(default_factory=WebConfig)
+    # Child agents sessions may delegate to, and their limits.
+    agents: list[AgentTable] = Field(default_factory=list)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    _path: Path | None = PrivateAttr(default=None)
+
+    def agent_definitions(self) -> list[AgentDefinition]:
+        """The `[[agents]]` tables and the agent folders, checked (ConfigError naming where a
+        bad one is, or two with one name)."""
+        where = str(self._path) if self._path is not None else "wakeful.toml"
+        tables = [
+            table.definition(f"{where}, [[agents]] table #{number} ({table.name})")
+            for number, table in enumerate(self.agents, start=1)
+        ]
+        base = self._path.parent if self._path is not None else Path.cwd()
+        roots = [root if root.is_absolute() else base / root for root in self.subagents.roots]
+        definitions = [*tables, *agent_folders(roots)]
+        check_definitions(definitions)
+        return definitions
+
+    def subagent_limits(self) -> SubagentLimits:
+        return SubagentLimits.model_validate(self.subagents.model_dump(exclude={"roots"}))
 
     def settings(self) -> list[object]:
         """Every settings object tools look up by class: safety layers and tool families."""
@@ -282,6 +371,7 @@ def load_config(path: Path) -> WakefulConfig:
         ) from exc
     if not config.store.path.is_absolute():
         config.store.path = path.parent / config.store.path
+    config._path = path
     for kind, tables in config.channels.items():
         for number, table in enumerate(tables, start=1):
             table._origin = f"{path}, [[channels.{kind}]] table #{number} ({table.name})"
@@ -483,6 +573,22 @@ max_events_per_batch = 50                 # events appended at one safe point; t
 # secret_env = "GITHUB_WEBHOOK_SECRET"
 # port = 8787
 # filter = { repositories = ["acme/widgets"], event_types = ["pull_request"] }
+#
+# How messages reach you (see the README): urgency and where you were last seen choose the
+# channels; urgent messages escalate while unread; low ones wait for a digest.
+# [delivery]
+# channels = ["console", "telegram:bot"]   # where you can be reached, in escalation order
+# active_minutes = 10
+# escalate_after_minutes = 10
+# digest_every_minutes = 60
+# quiet_hours = { start = "22:00", end = "07:30", allow = ["urgent"] }
+#
+# The web console of `wakeful run --web` and `wakeful console`.
+# [web]
+# address = "127.0.0.1:8787"
+# token_env = "WAKEFUL_WEB_TOKEN"          # a fixed token from this variable; else one per start
+# session = "main"                        # the session the console opens on
+# (the webhook channel's default port is 8787 too: give one of them another port)
 #
 # MCP servers whose tools the agent may use (stdio or Streamable HTTP). Each gets only the
 # environment variables named here. Tool names that collide become `server.tool`.

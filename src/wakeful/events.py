@@ -40,6 +40,11 @@ AGENT_INPUT: Final = "agent.input"
 AGENT_INTERRUPT: Final = "agent.interrupt"
 TOOL_RESULT: Final = "tool.result"
 TOOL_PROGRESS: Final = "tool.progress"
+# Between a session and its child agents (wakeful.subagents): the child's result, its progress
+# (stream mode; rides along like tool.progress) and its question to the parent.
+SUBAGENT_RESULT: Final = "subagent.result"
+SUBAGENT_PROGRESS: Final = "subagent.progress"
+SUBAGENT_QUESTION: Final = "subagent.question"
 TIMER_TRIGGER: Final = "timer.trigger"
 SHELL_OUTPUT: Final = "shell.output"
 EMAIL_RECEIVED: Final = "email.received"
@@ -283,6 +288,11 @@ def source_tag(event: Event) -> str:
         return f"[{label}{where}]"
     if event.kind == TIMER_TRIGGER:
         return f"[TIMER {src.id}]" if src.id else "[TIMER]"
+    if src.type == "agent" and event.context.get("from") == "parent":
+        return "[FROM_MAIN_AGENT]"
+    if event.kind in (SUBAGENT_RESULT, SUBAGENT_PROGRESS, SUBAGENT_QUESTION):
+        agent = event.context.get("agent")
+        return f"[FROM_SUBAGENT {src.id}{f' ({agent})' if agent else ''}]"
     if event.kind == SHELL_OUTPUT:
         task = event.context.get("task_id") or src.id
         return f"[SHELL_OUTPUT {task}]" if task else "[SHELL_OUTPUT]"
@@ -312,8 +322,8 @@ def render_event(event: Event) -> str:
     the kind, so that instructions inside an email or a tool output stay data.
     """
     tag = source_tag(event)
-    if not tag:
-        return event.text
+    if not tag or (tag == "[FROM_MAIN_AGENT]" and event.context.get("tagged") is True):
+        return event.text  # a child's context: each block carries its own source tag
     kind = (
         ""
         if event.kind in (TOOL_RESULT, TOOL_PROGRESS, TIMER_TRIGGER, SHELL_OUTPUT)

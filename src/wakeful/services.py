@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .clock import Clock
 from .core.records import (
     DeliveryState,
     MessageAttachment,
@@ -25,6 +27,7 @@ from .tools.tasks import TaskManager
 
 if TYPE_CHECKING:
     from .channels.timers import TimerService
+    from .core.channel import Reach
     from .store.sqlite import Store
 
 Emit = Callable[[Event], Awaitable[object]]
@@ -32,8 +35,19 @@ Emit = Callable[[Event], Awaitable[object]]
 Listener = Callable[[dict[str, Any]], Awaitable[None]]
 # Hands a message to one named channel; returns that channel's id for its copy, if it has one.
 Deliver = Callable[[OutboundMessage], Awaitable[str | None]]
-# Which channels a message goes to (the delivery policy); by default, the channel it names.
-Route = Callable[[OutboundMessage, str], Sequence[str]]
+# Which channels a message goes to now (the delivery policy), given the conversation's channel
+# (None: the session's own, which the policy knows); without one, the channel the sender names.
+Route = Callable[[OutboundMessage, str | None], Sequence[str]]
+Fallback = Callable[[OutboundMessage, Sequence[str]], str | None]
+# Told which messages became read (newly; ids) and on which channel: the delivery policy
+# cancels their escalations, the web console clears their badge, IM copies show it.
+ReadListener = Callable[[list[str], str], Awaitable[None]]
+DeliveryListener = Callable[[OutboundMessage], Awaitable[None]]
+
+
+# How long a receipt for a copy not yet recorded is kept, and how many at most.
+EARLY_RECEIPT_SECONDS = 30.0
+EARLY_RECEIPTS_KEPT = 1000
 
 
 def new_message_id() -> str:
@@ -118,7 +132,7 @@ class MemoryMessages:
         return self._messages.get(message_id)
 
     async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
-        for message in self._messages.values():
+        for message in reversed(self._messages.values()):
             for delivery in message.deliveries:
                 if (
                     delivery.channel == channel
@@ -169,9 +183,23 @@ class Outbox:
     messages: MessageRepository = field(default_factory=MemoryMessages)
     deliveries: dict[str, Deliver] = field(default_factory=dict)
     route: Route | None = None
+    # After a channel failed: the next one to try, given those tried (the policy's), or None.
+    fallback: Fallback | None = None
+    # The channels that can carry messages to the user (the runtime's), by name.
+    reach: Reach | None = None
+    read_listeners: list[ReadListener] = field(default_factory=list)
+    # Told of a message whose deliveries changed (sent, failed, delivered, an escalation): the
+    # web console shows them live.
+    delivery_listeners: list[DeliveryListener] = field(default_factory=list)
+    # What stamps each message's creation time (the runtime's clock; the wall clock by default).
+    clock: Clock | None = None
 
     def __post_init__(self) -> None:
         self._repository_given = not isinstance(self.messages, MemoryMessages)
+        # Receipts that arrived before their copy's id was recorded (a fast phone answers while
+        # `send_to_user` is still returning): (channel, copy id) → ("read"/"read through"/
+        # "delivered", when), applied once the id is recorded, forgotten after a while.
+        self._early: dict[tuple[str, str], tuple[str, float]] = {}
 
     def keep_messages_in(self, repository: MessageRepository) -> None:
         """Keep the messages from now on in `repository` (a runtime's store, at each start;
@@ -185,7 +213,7 @@ class Outbox:
         session: str,
         text: str,
         *,
-        channel: str = "console",
+        channel: str | None = None,
         urgency: str = "normal",
         parallel: bool = False,
         kind: MessageKind = "text",
@@ -194,10 +222,15 @@ class Outbox:
         title: str | None = None,
     ) -> OutboundMessage:
         """Store a message to the user and hand it to its channels; return it as stored, with
-        its deliveries. A named delivery that fails is recorded "failed" (with the error) and
-        the others still run; a listener that fails is recorded "failed" and its error raised.
+        its deliveries.
+
+        `channel` is where the conversation is; by default the session's own (the delivery
+        policy knows it; "console" without one). The policy (`route`) may choose other channels
+        and plan more for later. A named delivery that fails is recorded "failed" (with the
+        error), the others still run, and the policy's `fallback` names the next channel to
+        try; a listener that fails is recorded "failed" and its error raised.
         """
-        now = _now()
+        now = iso_utc(self.clock.now()) if self.clock is not None else _now()
         message = OutboundMessage(
             id=new_message_id(),
             session=session,
@@ -209,9 +242,8 @@ class Outbox:
             card=card,
             title=title,
         )
-        targets = list(dict.fromkeys(self.route(message, channel) if self.route else [channel]))
-        if self.listeners and channel not in targets:
-            targets.append(channel)
+        shown_on = channel or "console"
+        targets = list(dict.fromkeys(self.route(message, channel) if self.route else [shown_on]))
         message = message._replace(
             deliveries=tuple(MessageDelivery(message.id, name, "queued", now) for name in targets)
         )
@@ -219,7 +251,7 @@ class Outbox:
         entry = {
             "session": session,
             "text": text,
-            "channel": channel,
+            "channel": shown_on,
             "urgency": urgency,
             "parallel": parallel,
             "id": message.id,
@@ -230,36 +262,176 @@ class Outbox:
         if title is not None:
             entry["title"] = title
         self.sent.append(entry)
+        tried: list[str] = []
+        failed: list[str] = []
         for name in targets:
-            deliver = self.deliveries.get(name)
-            if deliver is None:
-                continue
-            try:
-                copy_id = await deliver(message)
-            except Exception as exc:  # one channel's failure must not stop the others
-                await self.messages.record_delivery(
-                    message.id, name, "failed", error=f"{type(exc).__name__}: {exc}"
-                )
-                continue
-            await self.messages.record_delivery(
-                message.id, name, "sent", channel_message_id=copy_id
-            )
+            tried.append(name)
+            if not await self._hand(message, name):
+                failed.append(name)
+        while failed and self.fallback is not None:
+            failed.pop()
+            instead = self.fallback(message, tried)
+            if instead is None:
+                break
+            tried.append(instead)
+            await self._record(message.id, instead, "queued")
+            if not await self._hand(message, instead):
+                failed.append(instead)
         if self.listeners:
             try:
                 for listener in self.listeners:
                     await listener(entry)
             except Exception as exc:
-                await self.messages.record_delivery(
-                    message.id, channel, "failed", error=f"{type(exc).__name__}: {exc}"
+                await self._record(
+                    message.id, shown_on, "failed", error=f"{type(exc).__name__}: {exc}"
                 )
                 raise
-            if channel not in self.deliveries:
-                await self.messages.record_delivery(message.id, channel, "sent")
+            for name in dict.fromkeys((shown_on, "console")):
+                if name in tried and self._hook(name) is None:
+                    # The listeners (the consoles) showed it: delivered there.
+                    await self._record(message.id, name, "sent")
         return await self.messages.get(message.id) or message
 
+    async def deliver(self, message: OutboundMessage, channel: str) -> bool:
+        """Hand a stored message to one more channel now (an escalation, the end of quiet
+        hours); False when that channel failed (recorded)."""
+        await self._record(message.id, channel, "queued")
+        if channel == "console" and self._hook(channel) is None:
+            # Shown on every console the moment it was sent; now it counts as delivered there.
+            await self._record(message.id, channel, "sent")
+            return True
+        return await self._hand(message, channel)
+
+    async def deliver_digest(
+        self, messages: Sequence[OutboundMessage], channel: str, digest: OutboundMessage
+    ) -> bool:
+        """Hand `digest` (standing for `messages`) to `channel`; each message gets a delivery
+        there with the digest's copy id, so a read receipt on the digest reads them all."""
+        deliver = self._hook(channel)
+        if deliver is None:
+            return False
+        for message in messages:
+            await self._record(message.id, channel, "queued")
+        try:
+            copy_id = await deliver(digest)
+        except Exception as exc:
+            for message in messages:
+                await self._record(
+                    message.id, channel, "failed", error=f"{type(exc).__name__}: {exc}"
+                )
+            return False
+        for message in messages:
+            await self._record(message.id, channel, "sent", channel_message_id=copy_id)
+        return True
+
+    def _hook(self, name: str) -> Deliver | None:
+        """How to hand a message to channel `name`: a named delivery, or a channel that can
+        reach the user; None for the consoles (they listen)."""
+        found = self.deliveries.get(name)
+        if found is not None:
+            return found
+        reach = self.reach
+        if reach is not None and name in reach.reachable():
+
+            async def to_channel(message: OutboundMessage) -> str | None:
+                return await reach.send_to_user(name, message)
+
+            return to_channel
+        return None
+
+    async def _hand(self, message: OutboundMessage, name: str) -> bool:
+        """Hand `message` to channel `name` and record how it went; False when it failed."""
+        deliver = self._hook(name)
+        if deliver is None:
+            return True
+        try:
+            copy_id = await deliver(message)
+        except Exception as exc:  # one channel's failure must not stop the others
+            await self._record(message.id, name, "failed", error=f"{type(exc).__name__}: {exc}")
+            return False
+        await self._record(message.id, name, "sent", channel_message_id=copy_id)
+        if copy_id is not None and self._early:
+            await self._apply_early(message, name, copy_id)
+        return True
+
     async def mark_read(self, ids: Iterable[str], *, channel: str = "console") -> list[str]:
-        """Mark these messages read (seen on `channel`); return those that were unread."""
-        return await self.messages.mark_read(ids, channel=channel)
+        """Mark these messages read (seen on `channel`); return those that were unread. The
+        `read_listeners` hear of the newly read ones."""
+        return await self._told(await self.messages.mark_read(ids, channel=channel), channel)
+
+    async def mark_read_through(
+        self, session: str, message_id: str, *, channel: str = "console"
+    ) -> list[str]:
+        """Mark read every message of `session` up to `message_id` (what a person who scrolled
+        to it has seen); return those that were unread."""
+        newly = await self.messages.mark_read_through(session, message_id, channel=channel)
+        return await self._told(newly, channel)
+
+    async def copy_read(
+        self, channel: str, channel_message_id: str, *, through: bool = False
+    ) -> list[str]:
+        """The user read the copy with this id on `channel` (a channel's read receipt; see
+        :class:`wakeful.core.channel.ReadReceipts`): mark its message read, and with `through`
+        every earlier one of its session. Returns the newly read ids."""
+        message = await self.messages.by_channel_id(channel, channel_message_id)
+        if message is None:
+            self._keep_early(channel, channel_message_id, "read through" if through else "read")
+            return []
+        if through:
+            return await self.mark_read_through(message.session, message.id, channel=channel)
+        return await self.mark_read([message.id], channel=channel)
+
+    async def copy_delivered(self, channel: str, channel_message_id: str) -> bool:
+        """The copy with this id on `channel` reached the user's device: record it delivered."""
+        message = await self.messages.by_channel_id(channel, channel_message_id)
+        if message is None:
+            self._keep_early(channel, channel_message_id, "delivered")
+            return False
+        await self._record(message.id, channel, "delivered")
+        return True
+
+    def _keep_early(self, channel: str, copy_id: str, what: str) -> None:
+        now = time.monotonic()
+        self._early = {k: v for k, v in self._early.items() if now - v[1] < EARLY_RECEIPT_SECONDS}
+        if len(self._early) < EARLY_RECEIPTS_KEPT:
+            self._early[(channel, copy_id)] = (what, now)
+
+    async def _apply_early(self, message: OutboundMessage, channel: str, copy_id: str) -> None:
+        early = self._early.pop((channel, copy_id), None)
+        if early is None or time.monotonic() - early[1] >= EARLY_RECEIPT_SECONDS:
+            return
+        what = early[0]
+        if what == "delivered":
+            await self._record(message.id, channel, "delivered")
+        elif what == "read through":
+            await self.mark_read_through(message.session, message.id, channel=channel)
+        else:
+            await self.mark_read([message.id], channel=channel)
+
+    async def _record(
+        self,
+        message_id: str,
+        channel: str,
+        state: DeliveryState,
+        *,
+        channel_message_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record a delivery's state, and tell the `delivery_listeners`."""
+        await self.messages.record_delivery(
+            message_id, channel, state, channel_message_id=channel_message_id, error=error
+        )
+        if self.delivery_listeners:
+            changed = await self.messages.get(message_id)
+            if changed is not None:
+                for listener in list(self.delivery_listeners):
+                    await listener(changed)
+
+    async def _told(self, newly: list[str], channel: str) -> list[str]:
+        if newly:
+            for listener in list(self.read_listeners):
+                await listener(newly, channel)
+        return newly
 
     async def unread(self, session: str | None = None, *, limit: int = 50) -> list[OutboundMessage]:
         """The messages (of `session`, or all) the user has not read yet, newest first."""

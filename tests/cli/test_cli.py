@@ -22,7 +22,12 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from typer.testing import CliRunner, Result
 
-from models.wire_servers import Reply, WireServer, serve_wire, sse
+from models.wire_servers import (
+    WireServer,
+    serve_wire,
+    text_reply,
+    tool_call_reply,
+)
 from wakeful.channels.timers import TimerRecord
 from wakeful.cli.app import app
 from wakeful.cli.run import NO_MODEL_HELP
@@ -652,46 +657,6 @@ def test_run_with_nothing_to_say_creates_the_store_and_exits(tmp_path: Path) -> 
 
 
 # --- run, end to end -----------------------------------------------------------------------------
-
-DONE = b"data: [DONE]\n\n"
-
-
-def completion_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    return sse(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "test",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-    )
-
-
-def tool_call_reply(name: str, **arguments: Any) -> Reply:
-    call = {
-        "index": 0,
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
-    return Reply(
-        frames=[
-            completion_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
-            completion_chunk({}, finish="tool_calls"),
-            DONE,
-        ]
-    )
-
-
-def text_reply(text: str) -> Reply:
-    return Reply(
-        frames=[
-            completion_chunk({"role": "assistant", "content": text}),
-            completion_chunk({}, finish="stop"),
-            DONE,
-        ]
-    )
 
 
 def subprocess_env() -> dict[str, str]:

@@ -51,6 +51,8 @@ def test_every_command_module_registers_through_the_one_list() -> None:
         "tools",
         "mcp",
         "channels",
+        "web",
+        "cases",
     }
     assert ("mcp", "serve", "execution") in ALL_COMMANDS
     assert ("tools", "search") in ALL_COMMANDS
@@ -68,6 +70,8 @@ def test_every_command_module_registers_through_the_one_list() -> None:
         "tools",
         "mcp",
         "channels",
+        "console",
+        "cases",
     }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +68,8 @@ class WireServer:
         self.requests: list[RecordedRequest] = []
         self.client_hung_up = anyio.Event()
         self._replies: deque[Reply] = deque()
+        # Instead of the script: a function choosing each reply from the request's body.
+        self.choose: Callable[[dict[str, Any]], Reply] | None = None
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["POST"])])
 
     @property
@@ -82,6 +84,8 @@ class WireServer:
         self.requests.append(
             RecordedRequest(request.url.path, dict(request.headers), body, time.monotonic())
         )
+        if self.choose is not None:
+            self._replies.append(self.choose(body))
         if not self._replies:
             message = f"The test server has no reply scripted for request {len(self.requests)}."
             return JSONResponse({"error": {"message": message}}, status_code=400)
@@ -115,3 +119,46 @@ async def serve_wire(server: WireServer) -> AsyncIterator[WireServer]:
     async with serving(server.app) as port:
         server.port = port
         yield server
+
+
+# --- OpenAI chat-completions replies ----------------------------------------------------------
+
+DONE = b"data: [DONE]\n\n"
+
+
+def completion_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    return sse(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
+
+
+def tool_call_reply(name: str, **arguments: Any) -> Reply:
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return Reply(
+        frames=[
+            completion_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+            completion_chunk({}, finish="tool_calls"),
+            DONE,
+        ]
+    )
+
+
+def text_reply(text: str) -> Reply:
+    return Reply(
+        frames=[
+            completion_chunk({"role": "assistant", "content": text}),
+            completion_chunk({}, finish="stop"),
+            DONE,
+        ]
+    )

@@ -133,7 +133,10 @@ async def test_an_ask_waits_for_the_users_approval_then_runs(tmp_path: Path) -> 
             m.content for m in rt.sessions["main"].trajectory.messages if isinstance(m, UserMessage)
         ]
     assert RAN == ["rm -rf src"]
-    assert result.content == "ran rm -rf src (approved=True)"
+    assert result.content == (
+        "ran rm -rf src (approved=True)\n\nApproved by the user. This decision is recorded as "
+        'case 1; cite it as "as decided in case 1".'
+    )
     assert not any(f"/approve {question_id}" in t for t in texts)  # the answer is not a new message
 
 

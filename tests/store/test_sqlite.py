@@ -387,6 +387,8 @@ async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: 
         (2, "idempotency keys, confirmation tokens, audit log"),
         (3, "filtered events, channel cursors, connected channels"),
         (4, "messages to the user, their deliveries and read state"),
+        (5, "subagents: child sessions, their trees and results"),
+        (6, "cases: the decisions people made on requests, for the learning loop"),
     ]
     with Store.read_only(db_path) as reader:
         assert reader.schema_version() == len(MIGRATIONS)

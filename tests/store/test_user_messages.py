@@ -146,7 +146,7 @@ async def test_a_version_3_store_is_upgraded_keeping_its_events(tmp_path: Path) 
         await store.messages.add(message("msg_1"))
         assert await store.messages.unread_count() == 1
     with Store.read_only(path) as reader:
-        assert reader.schema_version() == 4 == len(MIGRATIONS)
+        assert reader.schema_version() == len(MIGRATIONS) >= 4
 
 
 async def test_the_outbox_without_a_store_keeps_the_same_read_state() -> None:

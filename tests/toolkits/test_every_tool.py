@@ -57,6 +57,10 @@ from wakeful.safety.commands import PolicySettings
 from wakeful.safety.gate import CallGate
 from wakeful.safety.verdict import Verdict
 from wakeful.services import Outbox
+from wakeful.subagents.tools import CHILD_TOOLS, PARENT_TOOLS
+from wakeful.toolkits.collaboration.server import wait_subagent
+from wakeful.toolkits.collaboration.settings import CollaborationSettings
+from wakeful.toolkits.collaboration.tools import COLLABORATION_TOOLS
 from wakeful.toolkits.execution.server import EXECUTION_TOOLS
 from wakeful.toolkits.execution.settings import (
     CalendarWriteSettings,
@@ -86,9 +90,20 @@ MAIL_PASSWORD_ENV = "WAKEFUL_EVERY_TOOL_IMAP_PASSWORD"
 
 
 def agent_tools() -> list[Tool]:
-    """What an agent session offers besides the execution tools: core, perception, discovery
-    and skills (the execution server's task tools share names with the core ones)."""
-    return [*core_tools(), *channel_tools(), *PERCEPTION_TOOLS, *DISCOVERY_TOOLS, *SKILL_TOOLS]
+    """What an agent session offers besides the execution tools: core, perception, discovery,
+    skills, collaboration and subagents (the execution server's task tools share names with
+    the core ones)."""
+    return [
+        *core_tools(),
+        *channel_tools(),
+        *PERCEPTION_TOOLS,
+        *DISCOVERY_TOOLS,
+        *SKILL_TOOLS,
+        *COLLABORATION_TOOLS,
+        *PARENT_TOOLS,
+        *CHILD_TOOLS,
+        wait_subagent,
+    ]
 
 
 def tool_families() -> dict[str, list[Tool]]:
@@ -107,6 +122,8 @@ def tool_families() -> dict[str, list[Tool]]:
         "execution": list(EXECUTION_TOOLS),
         "discovery": list(DISCOVERY_TOOLS),
         "skills": list(SKILL_TOOLS),
+        "collaboration": list(COLLABORATION_TOOLS),
+        "subagents": [*PARENT_TOOLS, *CHILD_TOOLS, wait_subagent],
     }
 
 
@@ -207,6 +224,12 @@ def make_world(tmp_path: Path) -> World:
         GitHubSettings(base_url=closed, timeout_seconds=5),
         CalendarWriteSettings(caldav_url=f"{closed}/dav/", timeout_seconds=5),
         SkillsSettings(roots=(("test", skills),)),
+        # A request to a person waits at most a second here: no answer comes.
+        CollaborationSettings(
+            im_addresses=("boss@example.com",),
+            email_addresses=("boss@example.com",),
+            max_timeout_seconds=1,
+        ),
     ]
     seed_example_files(root, [*agent_tools(), *EXECUTION_TOOLS])
     files = sorted(path.name for path in root.iterdir())

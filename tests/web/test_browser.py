@@ -130,7 +130,7 @@ async def test_chat_card_stop_and_approval_in_chromium(tmp_path: Path) -> None:
             ]
             # What the page showed is read, on every channel.
             stored = await rt.outbox.messages.get(message.id)
-            assert stored is not None and stored.read and stored.read_on == "web"
+            assert stored is not None and stored.read and stored.read_on == "console"
 
             # Stop sends the interrupt.
             await page.click("#stop")
@@ -197,41 +197,49 @@ def busy_agent(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> 
 
 async def test_typing_while_a_tool_runs_and_the_unread_badge(tmp_path: Path) -> None:
     rt = new_runtime(FunctionModel(busy_agent), tmp_path, wait_seconds)
-    async with rt, anyio.create_task_group() as tg, playwright_api.async_playwright() as pw:
+    async with rt, anyio.create_task_group() as tg:
         web = WebConsole(rt, ConsoleAuth.for_address(TOKEN, "127.0.0.1", 0))
         port = await tg.start(serve_console, web, "127.0.0.1", 0)
-        # Two messages wait unread before the page is opened.
-        early = [await rt.outbox.send("main", f"while you were away {i}") for i in (1, 2)]
-        assert await rt.outbox.messages.unread_count("main") == 2
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            page = await browser.new_page()
-            await page.goto(f"http://127.0.0.1:{port}/?token={TOKEN}")
-            await page.locator("#chat li.agent", has_text="while you were away 2").wait_for()
-            # Shown in a page in front of the person: read, and the badge stays away.
-            await wait_until(lambda: _unread(rt, 0))
-            assert await page.locator("#unread").is_hidden()
-            for message in early:
-                stored = await rt.outbox.messages.get(message.id)
-                assert stored is not None and stored.read_on == "web"
-
-            await page.fill("#text", "first, take your time")
-            await page.press("#text", "Enter")
-            await wait_until(lambda: _running(rt))
-            await page.fill("#text", "second, meanwhile")  # typed while the tool runs
-            await page.press("#text", "Enter")
-            await page.locator("#chat li.agent", has_text="got: second, meanwhile").wait_for()
-            with anyio.fail_after(10):
-                await rt.wait_idle()
-            trajectory = rt.sessions["main"].trajectory.messages
-            waited = [
-                m for m in trajectory if isinstance(m, ToolMessage) and m.name == "wait_seconds"
-            ]
-            assert [m.status for m in waited] == ["ok"]  # the typing did not cut the tool off
-            await page.screenshot(path=tmp_path / "typing-while-working.png", full_page=True)
+            # The server is cancelled only after playwright is closed: an await in a cancelled
+            # scope would replace a failing assertion by a cancellation that the scope then
+            # swallows, and the test would pass (once, 30 s late: a reply's wait timed out).
+            async with playwright_api.async_playwright() as pw:
+                await _type_while_a_tool_runs(rt, port, pw, tmp_path)
         finally:
-            await browser.close()
             tg.cancel_scope.cancel()
+
+
+async def _type_while_a_tool_runs(rt: Runtime, port: int, pw: Any, tmp_path: Path) -> None:
+    # Two messages wait unread before the page is opened.
+    early = [await rt.outbox.send("main", f"while you were away {i}") for i in (1, 2)]
+    assert await rt.outbox.messages.unread_count("main") == 2
+    browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    try:
+        page = await browser.new_page()
+        await page.goto(f"http://127.0.0.1:{port}/?token={TOKEN}")
+        await page.locator("#chat li.agent", has_text="while you were away 2").wait_for()
+        # Shown in a page in front of the person: read, and the badge stays away.
+        await wait_until(lambda: _unread(rt, 0))
+        assert await page.locator("#unread").is_hidden()
+        for message in early:
+            stored = await rt.outbox.messages.get(message.id)
+            assert stored is not None and stored.read_on == "console"
+
+        await page.fill("#text", "first, take your time")
+        await page.press("#text", "Enter")
+        await wait_until(lambda: _running(rt))
+        await page.fill("#text", "second, meanwhile")  # typed while the tool runs
+        await page.press("#text", "Enter")
+        await page.locator("#chat li.agent", has_text="got: second, meanwhile").wait_for()
+        with anyio.fail_after(10):
+            await rt.wait_idle()
+        trajectory = rt.sessions["main"].trajectory.messages
+        waited = [m for m in trajectory if isinstance(m, ToolMessage) and m.name == "wait_seconds"]
+        assert [m.status for m in waited] == ["ok"]  # the typing did not cut the tool off
+        await page.screenshot(path=tmp_path / "typing-while-working.png", full_page=True)
+    finally:
+        await browser.close()
 
 
 async def _unread(rt: Runtime, count: int) -> bool:

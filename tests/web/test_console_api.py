@@ -4,6 +4,7 @@ interrupt, answers to the approvals, cancellations to tasks and timers; a real r
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated
@@ -42,8 +43,9 @@ async def test_a_message_goes_to_the_agent_and_its_reply_is_listed(tmp_path: Pat
         sent = await console.client.post("/api/send", json={"text": "hi"}, headers=console.csrf)
         assert sent.status_code == 200
         await console.runtime.wait_idle()
-        messages = (await console.client.get("/api/messages")).json()
-        assert [(m["role"], m["text"]) for m in messages] == [
+        page = (await console.client.get("/api/messages")).json()
+        assert page["earlier"] is None
+        assert [(m["role"], m["text"]) for m in page["messages"]] == [
             ("user", "hi"),
             ("agent", "Hello <b>you</b>"),  # text, shown with textContent by the page
         ]
@@ -205,6 +207,9 @@ async def test_the_event_stream_pushes_the_agents_message_over_a_real_socket(
             await client.post("/api/send", json={"text": "go"}, headers=csrf)
             with anyio.fail_after(5):
                 received = [line async for line in _until_agent(lines)]
+            assert web.feed.subscribers == 1
+        # The page went away: its subscription ends with the response.
+        await wait_until(lambda: web.feed.subscribers == 0)
         tg.cancel_scope.cancel()
     [data] = [json.loads(line[6:]) for line in received if line.startswith("data: ")][-1:]
     assert data["role"] == "agent" and data["text"] == "pushed"
@@ -225,19 +230,26 @@ async def test_reading_the_chat_marks_messages_read_everywhere(tmp_path: Path) -
         second = await outbox.send("main", "two")
         await outbox.send("other", "elsewhere")
         assert (await console.client.get("/api/state")).json()["unread"] == 2
-        listed = (await console.client.get("/api/messages")).json()
+        listed = (await console.client.get("/api/messages")).json()["messages"]
         assert [(m["id"], m["read"]) for m in listed] == [(first.id, False), (second.id, False)]
         read = await console.client.post(
             "/api/read", json={"through": first.id}, headers=console.csrf
         )
         assert read.json() == {"read": [first.id], "unread": 1}
         stored = await outbox.messages.get(first.id)
-        assert stored is not None and stored.read_on == "web"
+        assert stored is not None and stored.read_on == "console"
         await console.client.post("/api/read", json={"through": second.id}, headers=console.csrf)
         assert (await console.client.get("/api/state")).json()["unread"] == 0
         assert await outbox.messages.unread_count("other") == 1
         bad = await console.client.post("/api/read", json={}, headers=console.csrf)
         assert bad.status_code == 400 and "through" in bad.json()["error"]
+        for through in ("msg_unknown", first.id):  # unknown, or of another session
+            unknown = await console.client.post(
+                "/api/read", json={"through": through, "session": "other"}, headers=console.csrf
+            )
+            assert unknown.status_code == 404
+            assert f"No message {through!r} of session 'other'" in unknown.json()["error"]
+        assert await outbox.messages.unread_count("other") == 1
 
 
 async def test_an_input_request_is_answered_or_declined(tmp_path: Path) -> None:
@@ -305,3 +317,16 @@ async def test_a_timer_is_listed_and_cancelled(tmp_path: Path) -> None:
             assert rt.timers.list_timers("main") == []
             again = await client.post(f"/api/timers/{timer.id}/cancel", headers=headers)
             assert again.status_code == 404 and "No active timer" in again.json()["error"]
+
+
+def test_the_consoles_socket_names_tcp_so_responses_are_not_held_back() -> None:
+    # asyncio sets TCP_NODELAY only on sockets whose protocol is IPPROTO_TCP (accepted ones
+    # inherit it); with 0, Nagle's algorithm held each small response ~40 ms. The timing itself
+    # is in bench/web_console.py ("paging back": /api/messages/<id>).
+    from wakeful.web.app import _listen
+
+    listener = _listen("127.0.0.1", 0)
+    try:
+        assert listener.proto == socket.IPPROTO_TCP
+    finally:
+        listener.close()

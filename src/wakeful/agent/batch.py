@@ -24,6 +24,9 @@ _KIND_LABELS = {
     "agent.interrupt": ("agent interrupt", "agent interrupts"),
     "tool.result": ("tool result", "tool results"),
     "tool.progress": ("progress update", "progress updates"),
+    "subagent.result": ("subagent result", "subagent results"),
+    "subagent.progress": ("subagent update", "subagent updates"),
+    "subagent.question": ("subagent question", "subagent questions"),
     "timer.trigger": ("timer", "timers"),
     "shell.output": ("shell output", "shell outputs"),
     "email.received": ("email", "emails"),
@@ -129,8 +132,12 @@ def split_batch(
     return batch, left, list(riding[room:])
 
 
-def render_status(tasks: Sequence[TaskHandle], loaded_tools: Sequence[str]) -> str:
-    """The status block: running background tasks and the tools loaded so far ("" if none)."""
+def render_status(
+    tasks: Sequence[TaskHandle], loaded_tools: Sequence[str], *, away: str = ""
+) -> str:
+    """The status block: running background tasks, the tools loaded so far, and, when a
+    background result arrives while the user is `away` (that line), the prompt to tell them
+    ("" if none of these)."""
     parts: list[str] = []
     if tasks:
         described = []
@@ -141,4 +148,9 @@ def render_status(tasks: Sequence[TaskHandle], loaded_tools: Sequence[str]) -> s
         parts.append("background tasks running: " + "; ".join(described))
     if loaded_tools:
         parts.append("tools loaded: " + ", ".join(loaded_tools))
+    if away:
+        parts.append(
+            f"{away}: if a result above is one the user asked for, tell them with "
+            "send_user_notification (urgency 'high' also reaches their phone or IM)"
+        )
     return f"[Status] {' | '.join(parts)}" if parts else ""

@@ -16,6 +16,7 @@ import anyio
 from ..errors import ModelAPIError
 from ..events import (
     AGENT_INTERRUPT,
+    SUBAGENT_PROGRESS,
     SUPERVISOR_INSTRUCTION,
     TOOL_PROGRESS,
     USER_INPUT,
@@ -120,7 +121,7 @@ class Router:
             return Decision(Strategy.CANCEL, reason=f"an urgent {event.kind} event arrived")
         if event.kind == USER_INPUT and event.text.strip().lower() in self.stop_words:
             return Decision(Strategy.CANCEL, stop=True, reason="the user asked to stop")
-        if event.kind == TOOL_PROGRESS:
+        if event.kind in (TOOL_PROGRESS, SUBAGENT_PROGRESS):
             return Decision(Strategy.QUEUE, reason="progress waits for the next batch", wake=False)
         if event.kind != USER_INPUT or event.source.type != "user":
             return Decision(Strategy.QUEUE, reason=f"{event.kind} is not urgent")

@@ -28,16 +28,16 @@ consumed) is the record. Other sessions never notice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..activity import ActivitySignal
+from ..activity import ActivitySignal, UserActivity
 from ..core.executor import CallChecks
 from ..discovery.session_tools import Discovery
-from ..events import Event
+from ..events import TOOL_RESULT, Event
 from ..messages import Message, SystemMessage
 from ..models.base import Model, TurnEnd, Usage
 from ..services import Services
@@ -308,11 +308,23 @@ class AgentSession:
         reaches the model as a few readable batches rather than one it cannot take in."""
         batch = self.intake.take_batch(self.config.max_events_per_batch)
         self.interruption.handled()
-        status = render_status(self.services.tasks.running(self.id), self.loaded_tools)
+        status = render_status(
+            self.services.tasks.running(self.id), self.loaded_tools, away=self._away(batch.items)
+        )
         await self._record(batch.message(status))
         await self.trajectory.consume_events([*batch.event_ids, *batch.superseded])
         if batch.needs_model:
             self._needs_model = True
+
+    def _away(self, items: Sequence[PendingItem]) -> str:
+        """Where the user is, when a background task's result arrives while they are away (so
+        the model is prompted to notify them); "" otherwise."""
+        activity = self.services.state.get(UserActivity)
+        if not isinstance(activity, UserActivity):
+            return ""
+        if not any(isinstance(item, Event) and item.kind == TOOL_RESULT for item in items):
+            return ""
+        return activity.away()
 
     async def _give_up_activation(self) -> None:
         limit = self.config.max_model_requests_per_activation

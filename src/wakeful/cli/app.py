@@ -17,7 +17,7 @@ from typing import Annotated, Final
 import typer
 from rich.logging import RichHandler
 
-from . import audit, channels, check, demo, doctor, inspection, mcp, run, tools
+from . import audit, cases, channels, check, demo, doctor, inspection, mcp, run, tools, web
 from .console import err, out
 
 __all__ = ["REGISTRATIONS", "app", "main"]
@@ -33,11 +33,13 @@ app = typer.Typer(
 
 REGISTRATIONS: Final[tuple[Callable[[typer.Typer], None], ...]] = (
     run.register,  # init, run
+    web.register,  # console
     demo.register,  # demo async
     inspection.register,  # events tail, tasks, timers
     channels.register,  # channels
     doctor.register,  # doctor
     audit.register,  # audit stats, audit export
+    cases.register,  # cases list, cases show, cases export
     check.register,  # check-command
     tools.register,  # tools lint, tools search
     mcp.register,  # mcp serve, mcp list, mcp audit, mcp approve

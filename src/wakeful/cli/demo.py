@@ -233,3 +233,65 @@ def _remove_store(path: Path) -> None:
     """Remove a demo store left by an earlier run, with its SQLite side files."""
     for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         leftover.unlink(missing_ok=True)
+
+
+@demo_app.command("web")
+def demo_web(
+    web_address: Annotated[
+        str,
+        typer.Option(
+            "--web-address",
+            help="HOST:PORT of the web console (port 0: any free one). The token is "
+            "$WAKEFUL_WEB_TOKEN when set.",
+        ),
+    ] = "127.0.0.1:8787",
+    store_dir: Annotated[
+        Path,
+        typer.Option(
+            "--store-dir",
+            help="Where the demo's store (web.db, kept between runs) and its workspace go.",
+            file_okay=False,
+        ),
+    ] = DEFAULT_STORE_DIR,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")] = False,
+) -> None:
+    """The web console with a scripted agent: no model or API key. Open the URL it prints and
+    type 'card', 'urgent', 'task' or 'clean'; Ctrl-C stops it."""
+    from ..channels.console import ConsoleObserver
+    from ..demo.console_agent import console_demo_model
+    from ..errors import UserError
+    from ..runtime.runtime import Runtime
+    from .run import WebConsoleOptions, parse_web_address, serve_web_console
+
+    try:
+        host, port = parse_web_address(web_address)
+    except UserError as exc:
+        raise fail(str(exc)) from exc
+    workspace = store_dir / "workspace"
+    try:
+        workspace.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(
+            f"Cannot create {workspace}: {exc.strerror}. Choose another --store-dir."
+        ) from exc
+    options = WebConsoleOptions(host, port, "main", "WAKEFUL_WEB_TOKEN")
+
+    async def main() -> None:
+        async with Runtime(
+            model=console_demo_model(),
+            store_path=store_dir / "web.db",
+            workdir=workspace,
+            observer=ConsoleObserver(out, verbose=not quiet),
+        ) as rt:
+            await serve_web_console(rt, options, terminal_session=None)
+
+    out.print(
+        f"The scripted demo agent works in {workspace}; its store is {store_dir / 'web.db'}.",
+        markup=False,
+    )
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        return
+    except UserError as exc:
+        raise fail(str(exc)) from exc

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Annotated
 import anyio
 import typer
 
-from ..errors import UserError
+from ..errors import StoreError, UserError
 from . import mcp_list, mcp_trust
 from .console import err, fail
 
 if TYPE_CHECKING:
     from ..mcp.bridge import BridgeServer
+    from .run import PreparedRun
 
 mcp_app = typer.Typer(
     help="Run wakeful's MCP servers for other agents and editors.",
@@ -145,6 +146,76 @@ def serve_execution(
     _serve(server, address)
 
 
+@serve_app.command("collaboration")
+def serve_collaboration(
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            "-c",
+            help="wakeful.toml with [model], [[agents]], [subagents], [tools.collaboration] and "
+            "[store]: the runtime behind the server.",
+            dir_okay=False,
+        ),
+    ] = Path("wakeful.toml"),
+    http: HttpOption = None,
+) -> None:
+    """The collaboration tools: subagents (spawn, wait, message, cancel, list) and requests to
+    people (approval, input: through the client's elicitation when it has it, else the
+    runtime's channels), served by a wakeful runtime built from --config."""
+    from .run import expected_failure, prepare_run
+
+    address = parse_http_address(http)
+    prepared = prepare_run(config)
+    _log_to_stderr()
+    sock = None
+    if address is not None:
+        try:
+            sock = bind_http(*address)
+        except UserError as exc:
+            raise fail(str(exc)) from exc
+    try:
+        anyio.run(functools.partial(serve_collaboration_runtime, prepared, address, sock=sock))
+    except KeyboardInterrupt:
+        return
+    except (UserError, StoreError, BaseExceptionGroup) as exc:
+        failure = expected_failure(exc)
+        if failure is None:
+            raise
+        raise fail(str(failure)) from exc
+
+
+async def serve_collaboration_runtime(
+    prepared: PreparedRun,
+    address: tuple[str, int] | None,
+    *,
+    sock: socket.socket | None = None,
+) -> None:
+    """Run the runtime `prepared` describes, and serve the collaboration tools over it until
+    the client disconnects (stdio) or the process is interrupted (HTTP)."""
+    from ..toolkits.collaboration.server import NO_AGENTS, collaboration_server
+    from .run import build_runtime, close_models
+
+    # As `wakeful run` builds it, with no observer: under stdio, stdout carries the protocol.
+    rt = build_runtime(prepared)
+    try:
+        async with rt:
+            if rt.approvals is None:  # set on entry; a runtime that did not start raised
+                raise UserError("The runtime started without its queue of requests to people.")
+            off = f"{NO_AGENTS} (read from {prepared.path})"
+            if rt.subagents is None:
+                err.print(f"The subagent tools are off: {off}.", markup=False)
+            server = collaboration_server(
+                rt.services, rt.approvals, rt.subagents, subagents_off=off
+            )
+            if address is None:
+                await serve_stdio(server)
+            else:
+                await serve_http(server, *address, sock=sock)
+    finally:
+        await close_models(prepared)
+
+
 async def serve_stdio(server: BridgeServer) -> None:
     """Serve one client on this process's stdin and stdout until it disconnects."""
     from mcp.server.stdio import stdio_server
@@ -232,13 +303,17 @@ def _implicit_config(root: Path) -> Path | None:
     return IMPLICIT_CONFIG
 
 
-def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
+def _log_to_stderr() -> None:
     # stdout carries the protocol under stdio; logs go to stderr. The level is the stderr
     # handler's, so a client's logging/setLevel (which may lower the wakeful loggers' level to
     # get debug records, see wakeful.mcp.client_log) does not flood the terminal.
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setLevel(logging.WARNING)
     logging.basicConfig(level=logging.WARNING, handlers=[to_stderr])
+
+
+def _serve(server: BridgeServer, address: tuple[str, int] | None) -> None:
+    _log_to_stderr()
     if address is None:
         anyio.run(serve_stdio, server)
         return

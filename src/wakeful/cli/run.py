@@ -1,9 +1,16 @@
 """`wakeful init` and `wakeful run`: write a configuration, then chat with the agent it
-describes in the terminal."""
+describes in the terminal (and, with --web, in the browser).
+
+The pieces `wakeful console` (:mod:`.web`) shares are here too: `prepare_run` (wakeful.toml
+to a model, router and gate), `run_until_done` (the runtime around a console), and the web
+console's options (`[web]`, the command line winning; refused when a webhook channel listens on
+the same address) and serving (`serve_web_console`)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,9 +22,24 @@ from ..errors import StoreError, UserError
 from .console import err, fail, out
 
 if TYPE_CHECKING:
+    from ..agent.router import Router
+    from ..agent.session_config import SessionObserver
+    from ..config import ChannelTable, WakefulConfig
+    from ..mcp.pins import ToolPins
+    from ..models.base import Model
     from ..runtime.runtime import Runtime
+    from ..safety.gate import CallGate
 
-__all__ = ["NO_MODEL_HELP", "register"]
+__all__ = [
+    "NO_MODEL_HELP",
+    "PreparedRun",
+    "WebConsoleOptions",
+    "prepare_run",
+    "register",
+    "run_until_done",
+    "serve_web_console",
+    "web_console_options",
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -27,10 +49,19 @@ def register(app: typer.Typer) -> None:
 
 
 DEFAULT_WEB_ADDRESS = "127.0.0.1:8787"
-"""Where `wakeful run --web` serves the console: this machine only."""
+"""Where the web console listens unless told otherwise: this machine only."""
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="The configuration file.", dir_okay=False)
+]
+QuietOption = Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")]
+WebAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--web-address",
+        help=f"HOST:PORT of the web console (default: [web] address in wakeful.toml, else "
+        f"{DEFAULT_WEB_ADDRESS}). The token is $WAKEFUL_WEB_TOKEN (or [web] token_env) when set.",
+    ),
 ]
 
 
@@ -94,8 +125,13 @@ def init(
 
 def run(
     config: ConfigOption = Path("wakeful.toml"),
-    session: Annotated[str, typer.Option(help="The session to talk to.")] = "main",
-    quiet: Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")] = False,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            help="The session to talk to (default: main; the web console's, [web] session)."
+        ),
+    ] = None,
+    quiet: QuietOption = False,
     web: Annotated[
         bool,
         typer.Option(
@@ -104,19 +140,42 @@ def run(
             "printed at start-up. Without a terminal on stdin, only the web console runs.",
         ),
     ] = False,
-    web_address: Annotated[
-        str,
-        typer.Option(
-            "--web-address",
-            help="HOST:PORT of the web console. The token is $WAKEFUL_WEB_TOKEN when set.",
-        ),
-    ] = DEFAULT_WEB_ADDRESS,
+    web_address: WebAddressOption = None,
 ) -> None:
     """Start the runtime with the configured agent and a console chat."""
-    from ..config import build_gate, build_model, build_router, load_config, protect_in_sandbox
+    prepared = prepare_run(config)
+    options = web_console_options(prepared.config, web_address, session) if web else None
+
+    async def chat(rt: Runtime) -> None:
+        from ..channels.console import ConsoleChannel
+
+        if options is None:
+            await ConsoleChannel(rt, session=session or "main", console=out).run()
+            return
+        await serve_web_console(rt, options, terminal_session=session or "main")
+
+    run_until_done(prepared, chat, quiet=quiet)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """What a run needs from wakeful.toml, built and checked before anything starts."""
+
+    path: Path
+    config: WakefulConfig
+    model: Model
+    parallel: Model | None
+    router: Router
+    gate: CallGate | None
+    pins: ToolPins | None
+
+
+def prepare_run(config: Path) -> PreparedRun:
+    """Load `config` and build its model, router, gate and MCP pins; a configuration error is
+    printed with its fix (exit 1), a missing model with examples (exit 2)."""
+    from ..config import build_gate, build_model, build_router, load_config
 
     try:
-        web_host, web_port = parse_web_address(web_address)
         cfg = load_config(config)
         if cfg.model is None:
             err.print(NO_MODEL_HELP.format(path=config), markup=False)
@@ -132,80 +191,173 @@ def run(
             pins = ToolPins.load(cfg.mcp.lock_file, default_mode=cfg.mcp.pin_mode)
     except UserError as exc:
         raise fail(str(exc)) from exc
+    return PreparedRun(config, cfg, model, parallel, router, gate, pins)
 
-    from ..channels.console import ConsoleChannel, ConsoleObserver
+
+def build_runtime(prepared: PreparedRun, *, observer: SessionObserver | None = None) -> Runtime:
+    """The runtime `prepared` describes (not yet entered): `wakeful run`'s, the web console's
+    and the collaboration MCP server's; `observer` shows its work (None: nothing is shown)."""
     from ..channels.registry import specs_from_tables
+    from ..config import protect_in_sandbox
     from ..runtime.runtime import Runtime
 
+    cfg = prepared.config
+    return Runtime(
+        model=prepared.model,
+        store_path=cfg.store.path,
+        store_synchronous=cfg.store.synchronous,
+        evict_idle_after_seconds=cfg.store.evict_idle_after_seconds,
+        mcp_servers=cfg.mcp.servers,
+        session_config=cfg.session_config(),
+        router=prepared.router,
+        parallel_model=prepared.parallel,
+        observer=observer,
+        gate=prepared.gate,
+        settings=protect_in_sandbox(
+            cfg.settings(), Path.cwd(), [prepared.path, cfg.mcp.lock_file, cfg.store.path]
+        ),
+        workdir=Path.cwd(),
+        discovery=cfg.discovery,
+        skills=cfg.skills.settings(),
+        mcp_pins=prepared.pins,
+        channels=specs_from_tables(cfg.channels),
+        delivery=cfg.delivery,
+        agents=cfg.agent_definitions(),
+        subagent_limits=cfg.subagent_limits(),
+    )
+
+
+async def close_models(prepared: PreparedRun) -> None:
+    """Close the provider adapters' HTTP clients (the Model interface does not require one)."""
+    for used in (prepared.model, prepared.parallel):
+        close = getattr(used, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def run_until_done(
+    prepared: PreparedRun, body: Callable[[Runtime], Awaitable[None]], *, quiet: bool
+) -> None:
+    """Run the runtime `prepared` describes around `body` (a console) until it returns or
+    Ctrl-C; a configuration or store error on the way is printed with its fix (exit 1)."""
+    from ..channels.console import ConsoleObserver
+
+    cfg = prepared.config
+
     async def main() -> None:
-        rt = Runtime(
-            model=model,
-            store_path=cfg.store.path,
-            store_synchronous=cfg.store.synchronous,
-            evict_idle_after_seconds=cfg.store.evict_idle_after_seconds,
-            mcp_servers=cfg.mcp.servers,
-            session_config=cfg.session_config(),
-            router=router,
-            parallel_model=parallel,
-            observer=ConsoleObserver(
-                out, verbose=not quiet, assistant_text_sent=cfg.agent.send_assistant_text
-            ),
-            gate=gate,
-            settings=protect_in_sandbox(
-                cfg.settings(), Path.cwd(), [config, cfg.mcp.lock_file, cfg.store.path]
-            ),
-            workdir=Path.cwd(),
-            discovery=cfg.discovery,
-            skills=cfg.skills.settings(),
-            mcp_pins=pins,
-            channels=specs_from_tables(cfg.channels),
+        observer = ConsoleObserver(
+            out, verbose=not quiet, assistant_text_sent=cfg.agent.send_assistant_text
         )
         try:
+            rt = build_runtime(prepared, observer=observer)
             async with rt:
-                if not web:
-                    await ConsoleChannel(rt, session=session, console=out).run()
-                    return
-                await _run_with_web_console(rt, session, web_host, web_port)
+                await body(rt)
         finally:
-            # Provider adapters hold an HTTP client; the Model interface does not require one.
-            for used in (model, parallel):
-                close = getattr(used, "aclose", None)
-                if close is not None:
-                    await close()
+            await close_models(prepared)
 
     try:
         anyio.run(main)
     except KeyboardInterrupt:
         out.print("\nbye")
     except (UserError, StoreError, BaseExceptionGroup) as exc:
-        failure = _expected_failure(exc)
+        failure = expected_failure(exc)
         if failure is None:
             raise
         raise fail(str(failure)) from exc
 
 
-def parse_web_address(address: str) -> tuple[str, int]:
-    """`HOST:PORT` (`[::1]:8787` for IPv6) as a host and a port; UserError naming the fix."""
+def parse_web_address(address: str, *, option: str = "--web-address") -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:8787` for IPv6) as a host and a port; UserError naming the fix and
+    where the address was given (`option`)."""
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
     if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise UserError(
-            f"--web-address {address!r} is not HOST:PORT; give for example "
+            f"{option} {address!r} is not HOST:PORT; give for example "
             f"{DEFAULT_WEB_ADDRESS} (a port from 0 to 65535)."
         )
     return host, int(port)
 
 
-async def _run_with_web_console(rt: Runtime, session: str, host: str, port: int) -> None:
-    """The web console, and the terminal one when stdin is a terminal; leaving the terminal
-    console (/quit, end of input) stops both."""
+@dataclass(frozen=True)
+class WebConsoleOptions:
+    """Where the web console listens, the session it opens on, and the environment variable
+    that may hold a fixed token: `[web]` in wakeful.toml, with the command line winning."""
+
+    host: str
+    port: int
+    session: str
+    token_env: str
+
+
+def web_console_options(
+    cfg: WakefulConfig, address: str | None, session: str | None
+) -> WebConsoleOptions:
+    """The console's options from the command line (`address`, `session`; None: not given)
+    over `[web]`; UserError for an address that is not HOST:PORT or that a webhook channel
+    of the configuration listens on too."""
+    try:
+        if address is not None:
+            host, port = parse_web_address(address)
+        else:
+            host, port = parse_web_address(cfg.web.address, option="[web] address in wakeful.toml:")
+        refuse_webhook_clash(host, port, cfg.channels)
+    except UserError as exc:
+        raise fail(str(exc)) from exc
+    return WebConsoleOptions(host, port, session or cfg.web.session, cfg.web.token_env)
+
+
+_ANY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
+
+
+def refuse_webhook_clash(
+    host: str, port: int, channels: Mapping[str, Sequence[ChannelTable]]
+) -> None:
+    """UserError when a `[[channels.webhook]]` table listens where the console would: both
+    default to port 8787, and the second to start would fail to bind, half-way through."""
+    if port == 0:
+        return
+    from ..channels.webhooks.settings import DEFAULT_PORT, WebhookSettings
+
+    default_host = str(WebhookSettings.model_fields["host"].default)
+    for table in channels.get("webhook", []):
+        settings = table.settings
+        if settings.get("port", DEFAULT_PORT) != port:
+            continue
+        webhook_host = str(settings.get("host", default_host))
+        if not _same_interface(host, webhook_host):
+            continue
+        shown = f"[{host}]" if ":" in host else host
+        raise UserError(
+            f"The web console and the webhook channel webhook:{table.name} ({table.origin}) "
+            f"would both listen on {shown}:{port}. Give the console another port with "
+            f"--web-address {shown}:{port + 1} (or `address` under [web] in wakeful.toml), or "
+            f"the webhook channel another `port` in its table."
+        )
+
+
+def _same_interface(one: str, other: str) -> bool:
+    if one == other or one in _ANY_ADDRESS or other in _ANY_ADDRESS:
+        return True
+    return one in _LOOPBACK_NAMES and other in _LOOPBACK_NAMES
+
+
+async def serve_web_console(
+    rt: Runtime, options: WebConsoleOptions, *, terminal_session: str | None
+) -> None:
+    """Serve the web console until cancelled (Ctrl-C), and print its URL with the token. With
+    a `terminal_session` and a terminal on stdin, the terminal console runs too, and leaving it
+    (/quit, end of input) stops both."""
     import os
 
     from ..channels.console import ConsoleChannel
     from ..web import ConsoleAuth, WebConsole, new_token, serve_console
 
-    token = os.environ.get("WAKEFUL_WEB_TOKEN") or new_token()
-    console = WebConsole(rt, ConsoleAuth.for_address(token, host, port), session=session)
+    host, port = options.host, options.port
+    token = os.environ.get(options.token_env) or new_token()
+    auth = ConsoleAuth.for_address(token, host, port)
+    console = WebConsole(rt, auth, session=options.session)
     async with anyio.create_task_group() as tg:
         bound = await tg.start(serve_console, console, host, port)
         shown = f"[{host}]" if ":" in host else host
@@ -215,15 +367,15 @@ async def _run_with_web_console(rt: Runtime, session: str, host: str, port: int)
                 f"[yellow]The web console listens on {escape(host)}, not only on this machine: "
                 "anyone who can reach it and learns the token can act as you.[/yellow]"
             )
-        if sys.stdin.isatty():
-            await ConsoleChannel(rt, session=session, console=out).run()
+        if terminal_session is not None and sys.stdin.isatty():
+            await ConsoleChannel(rt, session=terminal_session, console=out).run()
             tg.cancel_scope.cancel()
 
 
-def _expected_failure(exc: BaseException) -> UserError | StoreError | None:
+def expected_failure(exc: BaseException) -> UserError | StoreError | None:
     """The configuration or store error a run ended with, also from inside a task group."""
     if isinstance(exc, UserError | StoreError):
         return exc
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        return _expected_failure(exc.exceptions[0])
+        return expected_failure(exc.exceptions[0])
     return None

@@ -21,6 +21,7 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel
 
 from ..events import Event
+from .records import OutboundMessage
 from .repositories import ChannelCursorRepository
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
     "ChannelState",
     "Delivery",
     "Inbox",
+    "Reach",
+    "ReadReceipts",
+    "UserReach",
     "source_event_id",
 ]
 
@@ -97,6 +101,69 @@ class Inbox(Protocol):
         ...
 
 
+@runtime_checkable
+class UserReach(Protocol):
+    """A channel that can also carry messages to the user (an IM, email): the runtime's
+    delivery policy hands it the messages it chose this channel for.
+
+    `send_to_user` delivers one stored message to the user: to the conversation of the
+    message's session when the channel has one (the Telegram chat the user wrote from), else to
+    the user's own address on the channel (their private chat, their JID, their mailbox). Text
+    goes byte for byte; a card is rendered the channel's way (buttons where it has them, plain
+    text otherwise); attachments are sent as files where the channel can, else named. It returns
+    the channel's own id for the copy (one string: "<chat>:<message id>", a Message-ID) so that a
+    reaction, a reply or a read marker on the copy can be traced back, or None. It raises when
+    the channel did not take the message (the error says why); the outbox records the delivery
+    "failed" and the policy tries the next channel.
+
+    `show_read` reflects on the copy that the user read the message elsewhere (a reaction, an
+    edit, a marker), where the channel can; it returns False when it cannot (then nothing is
+    changed and nothing raised)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def send_to_user(self, message: OutboundMessage) -> str | None: ...
+
+    async def show_read(self, message: OutboundMessage, channel_message_id: str) -> bool: ...
+
+
+class Reach(Protocol):
+    """The channels that can carry messages to the user, by name (the runtime's channels):
+    what the delivery policy chooses among."""
+
+    def reachable(self) -> list[str]:
+        """The full names of those running now, in the order they were configured."""
+        ...
+
+    async def send_to_user(self, channel: str, message: OutboundMessage) -> str | None:
+        """Deliver on `channel` (see :class:`UserReach`); raises when it did not."""
+        ...
+
+    async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
+        """Reflect on the copy that the message was read elsewhere, where the channel can."""
+        ...
+
+
+class ReadReceipts(Protocol):
+    """Where a channel reports that the user read a copy it delivered (an XMPP "displayed"
+    marker, a Telegram reply to or button press on the copy): the message is then read
+    everywhere, and pending escalations of it are cancelled."""
+
+    async def copy_read(
+        self, channel: str, channel_message_id: str, *, through: bool = False
+    ) -> list[str]:
+        """Mark read the message whose copy on `channel` has this id (with `through`, also every
+        earlier message of its session); return the ids that were unread until now (none for an
+        id no message has)."""
+        ...
+
+    async def copy_delivered(self, channel: str, channel_message_id: str) -> bool:
+        """The copy with this id reached the user's device (an XMPP receipt); its delivery
+        becomes "delivered" (never moving back from "read"). False for an unknown id."""
+        ...
+
+
 @dataclass(frozen=True)
 class ChannelContext:
     """What the runtime gives a channel it builds: its name (unique in the runtime, e.g.
@@ -111,6 +178,9 @@ class ChannelContext:
     # The runtime's services (wakeful.services.Services), for channels that watch the runtime
     # itself (system: tasks, user activity, the store's path); None outside a runtime.
     services: object | None = None
+    # Where the channel reports that the user read a copy it delivered (see UserReach); None
+    # outside a runtime.
+    reads: ReadReceipts | None = None
 
 
 class ChannelKind(Protocol):

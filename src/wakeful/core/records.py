@@ -377,3 +377,71 @@ class OutboundMessage(NamedTuple):
         if self.card is not None:
             return str(self.card.get("title", ""))
         return self.title or ""
+
+
+# --- subagents -----------------------------------------------------------------------------------
+
+SubagentStatus = Literal["running", "done", "failed", "cancelled"]
+SubagentMode = Literal["sync", "async", "stream"]
+
+
+class SubagentRecord(NamedTuple):
+    """One child agent: whose it is (`parent` session and the call that spawned it), where it
+    sits in its tree (`root` session, `depth` 1 for a child of a top-level session), what it was
+    asked, and how it ended. `result` is the child's result as JSON text; `delivered` says the
+    parent has it (as the spawn call's result or as a `subagent.result` event), so a result is
+    handed over exactly once, also across restarts. Times are ISO UTC strings."""
+
+    id: str
+    parent: str
+    parent_call: str
+    root: str
+    depth: int
+    agent: str
+    task: str
+    mode: SubagentMode
+    status: SubagentStatus
+    created_at: str
+    finished_at: str | None = None
+    result: str | None = None
+    error: str | None = None
+    tokens: int = 0
+    delivered: bool = False
+    context_strategy: str = "minimal"
+
+
+# --- human decisions (cases) ---------------------------------------------------------------------
+
+CaseKind = Literal["approval", "input"]
+CaseDecision = Literal["approved", "denied", "answered", "declined"]
+
+
+class CaseRecord(NamedTuple):
+    """One decision on a request to a person, kept so later requests can learn from it.
+
+    What was asked (`kind`, the `tool` it was about or "", the `request` in words and the
+    `reasons` it needed a person), the `context` it arose in (the last thing the user asked, in
+    short), what was decided and the person's `reason`. `timed_out` marks a decision nobody made:
+    the default applied when no answer came in time (`reason` then says so). `number` is the
+    case's id, shown as "case 12"; the store gives it. `answer` holds the values of an answered
+    input request. Times are ISO UTC strings.
+    """
+
+    number: int
+    session: str
+    kind: CaseKind
+    tool: str
+    request: str
+    reasons: tuple[str, ...]
+    context: str
+    decision: CaseDecision
+    reason: str
+    decided_at: str
+    timed_out: bool = False
+    request_id: str = ""
+    answer: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """How the case is named to people and models: "case 12"."""
+        return f"case {self.number}"

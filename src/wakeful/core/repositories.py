@@ -17,23 +17,28 @@ from ..events import Event
 from ..messages import Message
 from .records import (
     AuditRow,
+    CaseRecord,
     DeliveryState,
     EventStatus,
     IdempotencyEntry,
     OutboundMessage,
     StoredConfirmation,
     StoredEvent,
+    SubagentRecord,
+    SubagentStatus,
     TaskRecord,
     TimerRecord,
 )
 
 __all__ = [
     "AuditRepository",
+    "CaseRepository",
     "ConfirmationRepository",
     "EventRepository",
     "IdempotencyRepository",
     "MessageRepository",
     "Repositories",
+    "SubagentRepository",
     "TaskRepository",
     "TimerRepository",
     "TrajectoryRepository",
@@ -335,7 +340,8 @@ class MessageRepository(Protocol):
 
     async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
         """The message whose copy on `channel` has that channel's id (a reaction or a reply to
-        an IM copy names it), or None."""
+        an IM copy names it; the newest, when one copy stands for several, as a digest does), or
+        None."""
         ...
 
     async def list(
@@ -352,4 +358,61 @@ class MessageRepository(Protocol):
 
     async def unread_count(self, session: str | None = None) -> int:
         """How many messages (of `session`, or of every session) are not read yet."""
+        ...
+
+
+class SubagentRepository(Protocol):
+    """The child agents of every session (`sub_…` ids), their place in their tree and how they
+    ended; what lets a restart find the children still at work and hand over results exactly
+    once."""
+
+    async def add(self, record: SubagentRecord) -> None:
+        """Store a new child (status "running"); an id stored already is refused (UserError)."""
+        ...
+
+    async def finish(
+        self,
+        subagent_id: str,
+        status: SubagentStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        tokens: int = 0,
+    ) -> bool:
+        """Record how a running child ended; False (nothing changed) when it had ended already:
+        the first ending wins."""
+        ...
+
+    async def mark_delivered(self, subagent_id: str) -> bool:
+        """Record that its parent has the result; False when it was delivered already."""
+        ...
+
+    async def get(self, subagent_id: str) -> SubagentRecord | None: ...
+
+    async def children(self, parent: str) -> list[SubagentRecord]:
+        """The children of session `parent`, oldest first."""
+        ...
+
+    async def unsettled(self) -> list[SubagentRecord]:
+        """Children still running, or ended with a result their parent does not have yet."""
+        ...
+
+
+class CaseRepository(Protocol):
+    """The decisions people made on requests (:class:`CaseRecord`, "case 12"), in the order they
+    were made; what the learning loop retrieves similar cases from and exports as a dataset."""
+
+    async def add(self, case: CaseRecord) -> CaseRecord:
+        """Store a new case and return it with the number the store gave it (the `number`
+        passed in is ignored)."""
+        ...
+
+    async def get(self, number: int) -> CaseRecord | None: ...
+
+    async def recent(self, limit: int = 50, *, before: int | None = None) -> list[CaseRecord]:
+        """Up to `limit` cases, newest first; only those numbered below `before` when given."""
+        ...
+
+    async def all(self) -> list[CaseRecord]:
+        """Every case, oldest first."""
         ...

@@ -146,6 +146,7 @@ async def start_channels(
     """The runtime's channels, each supervised in `tg`: the configured ones validated (a bad
     one fails the start, naming its table and field) and started, then those the agent
     connected in an earlier run. The channel tools find them in `services.state`."""
+    from ..toolkits.collaboration.notify import ImSender
     from ..toolkits.triggers.channels import ChannelControl
     from .channels import RuntimeChannels
 
@@ -156,7 +157,9 @@ async def start_channels(
         workspace=settings.workdir or Path.cwd(),
         kinds=settings.channel_kinds,
         services=services,
+        reads=services.outbox,
     )
     services.state[ChannelControl] = channels
+    services.state[ImSender] = channels
     await channels.start(settings.channels)
     return channels

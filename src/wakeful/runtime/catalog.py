@@ -91,6 +91,18 @@ class ToolCatalog:
 
             tool_list = [*tool_list, *SKILL_TOOLS]
             self.core_names = (*self.core_names, *(t.name for t in SKILL_TOOLS))
+        if settings.agents:
+            from ..subagents.tools import PARENT_TOOLS
+
+            tool_list = [*tool_list, *PARENT_TOOLS]
+            self.core_names = (*self.core_names, *(t.name for t in PARENT_TOOLS))
+        from ..toolkits.collaboration.settings import CollaborationSettings
+
+        if any(isinstance(s, CollaborationSettings) for s in settings.settings):
+            from ..toolkits.collaboration.tools import COLLABORATION_TOOLS
+
+            tool_list = [*tool_list, *COLLABORATION_TOOLS]
+            self.core_names = (*self.core_names, "request_human_approval", "request_human_input")
         given_cache = settings.result_cache
         self.result_cache = ResultCache() if given_cache == "default" else given_cache
         # The cache is a layer of each session's tool pipeline (see wakeful.tools.pipeline).

@@ -22,7 +22,15 @@ from pydantic import BaseModel, SecretStr
 
 from ..channels.filters import ChannelFilter
 from ..channels.registry import ChannelSpec, channel_kind, validated_filter, validated_settings
-from ..core.channel import Channel, ChannelContext, ChannelHealth, ChannelKind
+from ..core.channel import (
+    Channel,
+    ChannelContext,
+    ChannelHealth,
+    ChannelKind,
+    ReadReceipts,
+    UserReach,
+)
+from ..core.records import OutboundMessage
 from ..core.repositories import ChannelCursorRepository
 from ..errors import UserError
 from .inbox import ChannelCounts, FilteringInbox, RuntimeInbox
@@ -166,6 +174,7 @@ class RuntimeChannels:
         workspace: Path,
         kinds: Mapping[str, ChannelKind] | None = None,
         services: Services | None = None,
+        reads: ReadReceipts | None = None,
         restart_first_seconds: float = RESTART_FIRST_SECONDS,
     ) -> None:
         self._tg = tg
@@ -175,6 +184,7 @@ class RuntimeChannels:
         self._kinds = dict(kinds or {})
         self._restart_first = restart_first_seconds
         self._services = services
+        self._reads = reads
         self._cursors: ChannelCursorRepository = (
             store.channel_cursors if store is not None else MemoryCursors()
         )
@@ -254,6 +264,54 @@ class RuntimeChannels:
         for running in self._running.values():
             running.scope.cancel()
 
+    # --- reaching the user (wakeful.delivery.dispatcher.Reach) ---------------------------------
+
+    def reachable(self) -> list[str]:
+        """The running channels that can carry messages to the user, as configured in order."""
+        return [
+            name
+            for name, running in self._running.items()
+            if isinstance(running.channel, UserReach) and running.health().state == "running"
+        ]
+
+    async def send_to_user(self, channel: str, message: OutboundMessage) -> str | None:
+        """Deliver `message` on `channel` (see UserReach); UserError when it cannot."""
+        return await self._reach(channel).send_to_user(message)
+
+    async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
+        """Reflect on `channel`'s copy that `message` was read elsewhere; False if it cannot."""
+        running = self._running.get(channel)
+        if running is None or not isinstance(running.channel, UserReach):
+            return False
+        return await running.channel.show_read(message, copy_id)
+
+    async def send(self, to: str, text: str) -> None:
+        """Send an instant message to `to` over the first running XMPP channel (the
+        collaboration tools' send_im_notification, to approvers)."""
+        for running in self._running.values():
+            channel = running.channel
+            send = getattr(channel, "send", None)
+            if running.spec.kind == "xmpp" and send and running.health().state == "running":
+                await send(to, text)
+                return
+        raise UserError(
+            "No XMPP channel is running, so no instant message can be sent: configure "
+            "[[channels.xmpp]] (or check `wakeful doctor` for why it is not running)."
+        )
+
+    def _reach(self, channel: str) -> UserReach:
+        running = self._running.get(channel)
+        if running is None:
+            raise UserError(
+                f"No channel {channel} is running, so the message was not sent there; the "
+                f"running channels are: {', '.join(self._running) or 'none'}."
+            )
+        if not isinstance(running.channel, UserReach):
+            raise UserError(
+                f"The channel {channel} cannot carry messages to the user (it only receives)."
+            )
+        return running.channel
+
     def _info(self, running: _Running) -> ChannelInfo:
         return ChannelInfo(
             running.spec.full_name,
@@ -271,7 +329,12 @@ class RuntimeChannels:
         channel_filter = validated_filter(spec.filter, spec.where)
         inbox = FilteringInbox(self._inbox, channel_filter)
         context = RuntimeChannelContext(
-            spec.full_name, inbox, self._cursors, self._workspace, services=self._services
+            spec.full_name,
+            inbox,
+            self._cursors,
+            self._workspace,
+            reads=self._reads,
+            services=self._services,
         )
         # Built once now, so what only building finds (a secret's variable not set) is refused
         # to the caller, and never becomes a channel that crashes and restarts for good.

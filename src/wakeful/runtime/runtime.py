@@ -30,13 +30,20 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..activity import ActivitySignal, UserActivity
+from ..agent.hitl_prompt import with_hitl_section
 from ..agent.router import Decision, Router
 from ..agent.session import AgentSession, SessionConfig
+from ..delivery.dispatcher import Dispatcher
+from ..delivery.settings import DeliverySettings
 from ..errors import UserError
 from ..events import USER_INPUT, Event
 from ..models.base import Model
+from ..safety.approvals import Approvals
+from ..safety.cases import CaseBook, last_user_request
 from ..safety.gate import CallGate
 from ..services import Outbox, Services, close_state
+from ..subagents.definitions import check_definitions
+from ..subagents.manager import Subagents
 from ..tools.tasks import TaskManager
 from .assembly import (
     check_sandbox,
@@ -55,13 +62,13 @@ from .loaded_sessions import LoadedSessions
 from .operator_alerts import alert_operator, disk_space_alert
 from .recovery import recover, restored_trajectory
 from .settings import RuntimeOptions, RuntimeSettings
+from .subagent_host import RuntimeSubagentHost, child_config, child_registry
 
 if TYPE_CHECKING:
     from ..channels.registry import ChannelSpec
     from ..channels.timers import TimerService
     from ..core.channel import ChannelHealth
     from ..mcp.client import MCPToolset
-    from ..safety.approvals import Approvals
     from ..safety.commands import PolicySettings
     from ..store.sqlite import Store
 
@@ -99,6 +106,22 @@ class Runtime:
         self.sessions: dict[str, AgentSession] = self._sessions.by_id
         # When the user was last seen, on any channel (the system channel's inactivity check).
         self.activity = UserActivity(settings.clock)
+        self._approvals: Approvals | None = None
+        # The decisions people made, as cases (the learning loop), once entered.
+        self.cases: CaseBook | None = None
+        # The delivery policy of the current run (see wakeful.delivery), once entered.
+        self.delivery: Dispatcher | None = None
+        # The child agents of every session, when agents are defined (see wakeful.subagents).
+        self.subagents: Subagents | None = (
+            Subagents(
+                check_definitions(settings.agents),
+                limits=settings.subagent_limits,
+                # The small side model writes children's contexts (the llm strategy).
+                context_model=settings.parallel_model,
+            )
+            if settings.agents
+            else None
+        )
         self._intake = EventIntake(
             max_event_bytes=self.session_config.max_event_bytes,
             hand=self._hand,
@@ -157,7 +180,19 @@ class Runtime:
             outbox=self.outbox,
         )
         self._services.state[UserActivity] = self.activity
+        # The delivery policy routes what the outbox sends from now on; the channels that can
+        # reach the user join it once they run.
+        delivery = self._delivery_for(self.outbox)
+        # The decisions people make, kept as cases (the learning loop); in the store if any.
+        self.cases = CaseBook(
+            store.cases if store is not None else None, context_of=self._last_user_request
+        )
         self.gate = self._complete_gate(store)
+        # One queue of requests to people: the gate's approvals, MCP input requests and the
+        # agent's own (request_human_approval / request_human_input).
+        self._approvals = self._approvals_for(self.gate)
+        self._services.state[Approvals] = self._approvals
+        self._tg.start_soon(self._approvals.serve, name="approval notes")
         # Tools' long-lived state (interpreters, shell history) ends before the task group.
         self._stack.push_async_callback(close_state, self._services)
         self._eviction = await start_eviction(settings, self._tg, store, self._evict)
@@ -167,22 +202,55 @@ class Runtime:
             self.session_config = await self.catalog.with_skills_index(
                 self.session_config, self._services, self.outbox
             )
+        if "request_human_approval" in self.registry:  # when to ask a person, and how
+            self.session_config = with_hitl_section(self.session_config)
         # Discovery before recovery (sessions reloaded from the store restore what they had
         # loaded) and before the MCP servers (their first listing is indexed as it arrives).
         await self.catalog.start_discovery(self._services)
         # Timers are loaded now, so recovered sessions' timer tools see every timer, and fire
         # only once recovery has queued the pending events.
         self.timers = await load_timers(settings, store, self._services, self._hand)
+        if self.subagents is not None:
+            self._services.state[Subagents] = self.subagents
+            if store is not None:
+                self.subagents.repository = store.subagents
+            await self.subagents.restore()
         await self._recover()
         if self.timers is not None:
             await self._tg.start(self.timers.run)
         # After recovery too: what a channel delivers now goes to sessions already restored.
         self.inbox = self._new_inbox(store)
+        if self.subagents is not None:
+            host = RuntimeSubagentHost(
+                self._deliver_once,
+                self.sessions,
+                self._services.tasks,
+                self._services.tasks.settled,
+            )
+            await self.subagents.start(host, self._tg)
         self._channels = await start_channels(settings, self._tg, self.inbox, store, self._services)
+        if delivery is not None:
+            delivery.reach = self.outbox.reach = self._channels
+            await self._tg.start(delivery.run, name="delivery policy")
         # After recovery, so a server's alerts cannot start sessions before it is done.
         await self.catalog.connect(
             self._stack, emit=self.submit, gate=self.gate, alert_operator=self._alert_operator
         )
+
+    def _delivery_for(self, outbox: Outbox) -> Dispatcher | None:
+        """The delivery policy, installed in `outbox` for this run (None when the caller's
+        outbox routes messages its own way)."""
+        if outbox.route is not None:
+            return None
+        settings = self.settings.delivery or DeliverySettings()
+        self.activity.active_minutes = settings.active_minutes
+        dispatcher = Dispatcher(settings, activity=self.activity, clock=self.settings.clock)
+        self.delivery = dispatcher
+        if outbox.clock is None and self.settings.clock is not None:
+            outbox.clock = self.settings.clock
+        dispatcher.install(outbox)
+        self._stack.callback(dispatcher.uninstall, outbox)
+        return dispatcher
 
     def _new_inbox(self, store: Store | None) -> RuntimeInbox:
         return RuntimeInbox(
@@ -237,13 +305,25 @@ class Runtime:
         if approvals is None:
             from ..safety.approvals import Approvals
 
-            approvals = Approvals(self.outbox, timeout_seconds=given.approval_timeout_seconds)
+            approvals = Approvals(
+                self.outbox, timeout_seconds=given.approval_timeout_seconds, cases=self.cases
+            )
+        reviewer = given.reviewer
+        if reviewer is not None and reviewer.cases is None and approvals.cases is not None:
+            reviewer = reviewer.with_cases(approvals.cases)
         if audit is None and store is not None:
             from ..safety.audit import AuditLog
 
             audit = AuditLog(store, emit=self._alert_operator)
         breaker = DenialBreaker(given.breaker.threshold)
-        return replace(given, sidecar=sidecar, breaker=breaker, approvals=approvals, audit=audit)
+        return replace(
+            given,
+            sidecar=sidecar,
+            breaker=breaker,
+            approvals=approvals,
+            reviewer=reviewer,
+            audit=audit,
+        )
 
     async def _alert_operator(self, event: Event) -> None:
         """An alert for whoever runs the runtime (see `.operator_alerts`); no agent is woken."""
@@ -311,14 +391,22 @@ class Runtime:
         if self._tg is None:
             raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
         trajectory = await restored_trajectory(session_id, self.store)
+        model, registry, config = self.model, self.registry, self.session_config
+        subagents = self.subagents
+        child = await subagents.load(session_id) if subagents is not None else None
+        if subagents is not None and child is not None:
+            record, definition = child
+            model = definition.model or model
+            registry = child_registry(definition, record, registry, subagents.limits.max_depth)
+            config = child_config(config, definition, record)
         return AgentSession(
             session_id,
-            model=self.model,
-            registry=self.registry,
+            model=model,
+            registry=registry,
             services=self.services,
             trajectory=trajectory,
             router=self.router,
-            config=self.session_config,
+            config=config,
             parallel_model=self.settings.parallel_model,
             observer=self.settings.observer,
             settled=self._settled_signal(session_id),
@@ -375,20 +463,37 @@ class Runtime:
         return await self._intake.submit(event)
 
     def _answers_approval(self, event: Event) -> bool:
-        gate = self.gate
-        if gate is None or gate.approvals is None or event.kind != USER_INPUT:
+        approvals = self.approvals
+        if approvals is None or event.kind != USER_INPUT:
             return False
         if not isinstance(event.content, str):
             return False
-        if not gate.approvals.answer_from_text(event.session, event.content):
+        if not approvals.answer_from_text(event.session, event.content):
             return False
         self.activity.saw(event)
         return True
 
+    def _approvals_for(self, gate: CallGate | None) -> Approvals:
+        """The gate's request queue, or one of the runtime's own when it has no gate."""
+        if gate is not None and gate.approvals is not None:
+            return gate.approvals
+        return Approvals(self.outbox, cases=self.cases)
+
+    def _last_user_request(self, session: str) -> str:
+        """What the user of `session` last asked (a case's context), if it is loaded."""
+        loaded = self.sessions.get(session)
+        return last_user_request(loaded.trajectory.messages) if loaded is not None else ""
+
     @property
     def approvals(self) -> Approvals | None:
-        """Open approval requests, to list and answer from code (a web console, a bot)."""
-        return self.gate.approvals if self.gate is not None else None
+        """Open requests to people (approvals, input), to list and answer from code (a web
+        console, a bot); None before the runtime is entered."""
+        return self._approvals
+
+    async def _deliver_once(self, event: Event) -> None:
+        """Store and hand over an event the runtime itself made, once: an id stored already
+        (a result handed over again after a restart) is dropped."""
+        await self.inbox.deliver(event)
 
     async def submit_many(self, events: Sequence[Event]) -> list[Decision]:
         """Persist several events in one write, then hand each to its session, in order.
@@ -406,6 +511,8 @@ class Runtime:
         sessions found idle are dropped from the set it looks at until work reaches them."""
         if include_tasks and self._services is not None and self._services.tasks.has_unsettled():
             return False
+        if include_tasks and self.subagents is not None and self.subagents.busy():
+            return False  # a child at work, or a result on its way to the parent
         return self._sessions.all_idle()
 
     async def wait_idle(self, *, include_tasks: bool = True) -> None:

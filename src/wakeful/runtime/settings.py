@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..channels.registry import ChannelSpec
     from ..clock import Clock
     from ..core.channel import ChannelKind
+    from ..delivery.settings import DeliverySettings
     from ..discovery.session_tools import DiscoverySettings
     from ..discovery.skill_tools import SkillsSettings
     from ..mcp.config import MCPServerConfig
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from ..safety.gate import CallGate
     from ..safety.sandbox import SandboxSettings
     from ..services import Outbox
+    from ..subagents.definitions import AgentDefinition
+    from ..subagents.limits import SubagentLimits
     from ..tools.cache import ResultCache
     from ..tools.spec import Tool
 
@@ -65,6 +68,9 @@ class RuntimeOptions(TypedDict, total=False):
     evict_idle_after_seconds: float | None
     channels: Iterable[ChannelSpec]
     channel_kinds: Mapping[str, ChannelKind] | None
+    delivery: DeliverySettings | None
+    agents: Iterable[AgentDefinition]
+    subagent_limits: SubagentLimits | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +126,14 @@ class RuntimeSettings:
     channels: tuple[ChannelSpec, ...] = ()
     # Channel kinds beyond the built-in ones (webhook, email, system), by name.
     channel_kinds: Mapping[str, ChannelKind] = field(default_factory=dict)
+    # How messages reach the user (`[delivery]`): channels by urgency and presence, quiet
+    # hours, digests, escalation. None: the defaults (see DeliverySettings).
+    delivery: DeliverySettings | None = None
+    # The agents a session may delegate to (`[[agents]]`, agents/<name>/AGENT.md); with any,
+    # sessions get spawn_subagent and the other collaboration tools.
+    agents: tuple[AgentDefinition, ...] = ()
+    # Depth, concurrency, tokens and wall time of subagents (`[subagents]`); None: defaults.
+    subagent_limits: SubagentLimits | None = None
 
     @classmethod
     def of(cls, model: Model, **options: Unpack[RuntimeOptions]) -> RuntimeSettings:
@@ -147,6 +161,8 @@ class RuntimeSettings:
         given["mcp_in_process"] = dict(options.get("mcp_in_process") or {})
         if "channels" in options:
             given["channels"] = tuple(options["channels"])
+        if "agents" in options:
+            given["agents"] = tuple(options["agents"])
         given["channel_kinds"] = dict(options.get("channel_kinds") or {})
         return cls(model=model, **given)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -153,6 +153,7 @@ class CallGate:
             else:
                 return _refused(call, verdict)
         approved = False
+        person: Verdict | None = None  # a person's yes
         if verdict.decision == "ask":
             verdict = await self._ask_person(session, call, verdict, ask)
             path.append(verdict)
@@ -160,6 +161,7 @@ class CallGate:
             if verdict.decision != "allow":
                 return _refused(call, verdict)
             approved = True
+            person = verdict
         else:
             self.breaker.reset(session)
         needs_review = (
@@ -176,12 +178,16 @@ class CallGate:
                 path.append(answer)
                 if answer.decision != "allow":
                     return _refused(call, answer)
+                person = answer
             approved = True
         if approved:
             ctx.approved = True
         result = await execute(ctx)
         if self.verify_rules and not result.is_error:
             result = await verify(self.verify_rules, call, _arguments(call), result, ctx)
+        if person is not None and self.approvals is not None and self.approvals.cases is not None:
+            # The person's yes and the case it was kept as ("as decided in case 12").
+            result = replace(result, content=f"{result.content}\n\n{' '.join(person.reasons)}")
         return result
 
     async def _ask_person(

@@ -6,6 +6,9 @@ the trajectory) plus the call and the tool's description. A different model fami
 agent's is recommended: two models of one family tend to make the same mistakes. "approve" lets
 the call run; "reject" returns to the agent as a tool error carrying the reviewer's reason;
 "unsure" — or an answer that cannot be read, or no answer in time — goes to a person.
+
+With a :class:`~wakeful.safety.cases.CaseBook`, the reviewer also reads how people decided the
+most similar earlier requests (the learning loop), as records to weigh, not rules.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from collections.abc import Sequence
 
 import anyio
 
+from ..errors import StoreError
 from ..messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from ..models.base import Model, ModelRequest
 from ..tools.spec import ToolSpec
+from .cases import CaseBook, CaseRequest, SimilarCase, last_user_request, similar_for_reviewer
 from .sidecar import parse_decision
 from .verdict import Verdict
 
@@ -61,11 +66,25 @@ class Reviewer:
         tools: Sequence[str] = DEFAULT_IRREVERSIBLE_TOOLS,
         rules: str = "",
         timeout_seconds: float = 60.0,
+        cases: CaseBook | None = None,
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
         self.rules = rules
         self.timeout_seconds = timeout_seconds
+        # Where people's earlier decisions are kept; None: the reviewer sees none.
+        self.cases = cases
+
+    def with_cases(self, cases: CaseBook) -> Reviewer:
+        """A reviewer like this one that also reads the similar earlier cases of `cases` (this
+        one is left as it is: a runtime adds its case book to a reviewer it was given)."""
+        return Reviewer(
+            self.model,
+            tools=self.tools,
+            rules=self.rules,
+            timeout_seconds=self.timeout_seconds,
+            cases=cases,
+        )
 
     def reviews(self, tool_name: str) -> bool:
         return any(fnmatch.fnmatchcase(tool_name, p) for p in self.tools)
@@ -73,10 +92,11 @@ class Reviewer:
     async def review(
         self, call: ToolCall, spec: ToolSpec | None, recent: Sequence[Message]
     ) -> Verdict:
+        similar = await self._similar_cases(call, recent)
         request = ModelRequest(
             messages=[
                 SystemMessage(content=REVIEW_PROMPT + (self.rules or "(none given)")),
-                UserMessage(content=_review_text(call, spec, recent)),
+                UserMessage(content=_review_text(call, spec, recent, similar)),
             ],
             max_tokens=400,
         )
@@ -100,12 +120,33 @@ class Reviewer:
             return Verdict("deny", (f"Reviewer rejected: {reason}",), "reviewer")
         return Verdict("ask", (f"Reviewer unsure: {reason}",), "reviewer")
 
+    async def _similar_cases(self, call: ToolCall, recent: Sequence[Message]) -> list[SimilarCase]:
+        if self.cases is None:
+            return []
+        request = CaseRequest(
+            session="",
+            kind="approval",
+            tool=call.name,
+            request=call.arguments,
+            context=last_user_request(recent),
+        )
+        try:
+            return await self.cases.similar(request)
+        except StoreError as exc:  # the review goes on without precedent
+            log.warning("reviewer: the earlier cases could not be read: %s", exc)
+            return []
+
 
 def _unsure(why: str) -> Verdict:
     return Verdict("ask", (f"No review: {why}; a person decides instead.",), "reviewer")
 
 
-def _review_text(call: ToolCall, spec: ToolSpec | None, recent: Sequence[Message]) -> str:
+def _review_text(
+    call: ToolCall,
+    spec: ToolSpec | None,
+    recent: Sequence[Message],
+    similar: Sequence[SimilarCase] = (),
+) -> str:
     lines = ["What the proposer saw lately (oldest first):"]
     for message in list(recent)[-_CONTEXT_MESSAGES:]:
         lines.append(f"- {_brief(message)}")
@@ -119,6 +160,9 @@ def _review_text(call: ToolCall, spec: ToolSpec | None, recent: Sequence[Message
     if spec is not None:
         lines.append("")
         lines.append(f"The tool's description:\n{spec.description[:_CONTEXT_CHARS]}")
+    if similar:
+        lines.append("")
+        lines.append(similar_for_reviewer(similar))
     return "\n".join(lines)
 
 

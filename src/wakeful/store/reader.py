@@ -103,6 +103,10 @@ class StoreReader:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one query (for repositories that keep their queries with them)."""
+        return self._rows(sql, params)
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
             return self._conn.execute(sql, params).fetchall()
@@ -216,10 +220,11 @@ class StoreReader:
     def user_message_by_channel_id(
         self, channel: str, channel_message_id: str
     ) -> OutboundMessage | None:
-        """The message whose copy on `channel` has that channel's id, or None."""
+        """The message whose copy on `channel` has that channel's id (the newest, when one copy
+        stands for several, as a digest does), or None."""
         rows = self._rows(
-            "SELECT message_id FROM message_deliveries WHERE channel = ? "
-            "AND channel_message_id = ?",
+            "SELECT d.message_id FROM message_deliveries d JOIN messages m ON m.id = d.message_id "
+            "WHERE d.channel = ? AND d.channel_message_id = ? ORDER BY m.seq DESC LIMIT 1",
             (channel, channel_message_id),
         )
         return self.user_message(rows[0][0]) if rows else None

@@ -211,6 +211,57 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "(channel, channel_message_id) WHERE channel_message_id IS NOT NULL",
         ),
     ),
+    Migration(
+        "subagents: child sessions, their trees and results",
+        (
+            # One row per child agent; `result` is handed to the parent once (`delivered`).
+            """CREATE TABLE subagents (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                parent TEXT NOT NULL,
+                parent_call TEXT NOT NULL,
+                root TEXT NOT NULL,
+                depth INTEGER NOT NULL,
+                agent TEXT NOT NULL,
+                task TEXT NOT NULL,
+                mode TEXT NOT NULL CHECK (mode IN ('sync', 'async', 'stream')),
+                context_strategy TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('running', 'done', 'failed', 'cancelled')),
+                created_at TEXT NOT NULL,
+                finished_at TEXT,
+                result TEXT,
+                error TEXT,
+                tokens INTEGER NOT NULL DEFAULT 0,
+                delivered INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX subagents_by_parent ON subagents (parent, seq)",
+            "CREATE INDEX subagents_unsettled ON subagents (seq) "
+            "WHERE status = 'running' OR delivered = 0",
+        ),
+    ),
+    Migration(
+        "cases: the decisions people made on requests, for the learning loop",
+        (
+            # One row per decision; `number` is the id people and models cite ("case 12").
+            """CREATE TABLE cases (
+                number INTEGER PRIMARY KEY AUTOINCREMENT,
+                session TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('approval', 'input')),
+                tool TEXT NOT NULL,
+                request TEXT NOT NULL,
+                reasons TEXT NOT NULL,
+                context TEXT NOT NULL,
+                decision TEXT NOT NULL
+                    CHECK (decision IN ('approved', 'denied', 'answered', 'declined')),
+                reason TEXT NOT NULL,
+                decided_at TEXT NOT NULL,
+                timed_out INTEGER NOT NULL DEFAULT 0,
+                request_id TEXT NOT NULL DEFAULT '',
+                answer TEXT
+            )""",
+        ),
+    ),
 )
 
 

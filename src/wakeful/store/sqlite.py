@@ -6,7 +6,8 @@ thread and the reader, and exposes one repository per group of tables (their int
 :mod:`wakeful.core.repositories`): ``store.events``, ``store.trajectories``,
 ``store.task_records``, ``store.timer_records``, ``store.idempotency_keys``,
 ``store.confirmations``, ``store.audit_log``, ``store.channel_cursors``,
-``store.connected_channels`` and ``store.messages`` (the messages to the user). Its older
+``store.connected_channels``, ``store.messages`` (the messages to the user) and
+``store.subagents`` (child agents). Its older
 methods (``store.add_event`` …) delegate to them.
 
 Its writes go to one writer thread that commits them in batches (see :mod:`.writer`); its reads
@@ -47,6 +48,7 @@ from ..core.records import AuditRow, EventStatus, IdempotencyEntry, StoredConfir
 from ..errors import UserError
 from .access import StoreAccess
 from .audit import SqliteAuditLog
+from .cases import SqliteCases
 from .channel_cursors import SqliteChannelCursors, SqliteConnectedChannels
 from .confirmations import SqliteConfirmations
 from .delegation import RepositoryMethods
@@ -58,6 +60,7 @@ from .messages import SqliteMessages
 from .opening import open_store_files
 from .reader import StoreReader, open_reader
 from .schema import MIGRATIONS, Migration, apply_migrations
+from .subagents import SqliteSubagents
 from .tasks import SqliteTasks
 from .timers import SqliteTimers
 from .trajectories import SqliteTrajectories
@@ -112,7 +115,9 @@ class Store(RepositoryMethods):
         self.audit_log = SqliteAuditLog(self._access)
         self.channel_cursors = SqliteChannelCursors(self._access)
         self.connected_channels = SqliteConnectedChannels(self._access)
+        self.subagents = SqliteSubagents(self._access)
         self.messages = SqliteMessages(self._access)
+        self.cases = SqliteCases(self._access)
 
     @classmethod
     async def open(

@@ -8,6 +8,12 @@ agent, a tool or a web page wrote can become markup in the console; a server-sen
 Changes go where the terminal console sends them: the user's text to `runtime.submit` (the
 session's router decides to cancel, queue or run it in parallel), Stop as a `user.interrupt`,
 answers to `runtime.approvals`, cancellations to the task manager and the timer service.
+
+The console is the "console" channel to the rest of the runtime: what the page shows is marked
+read there (`Outbox.mark_read_through`, so the delivery policy cancels escalations and IM copies
+show it), and the page tells `runtime.activity` the user is here (`POST /api/presence`, at most
+every 30 s: on load, when the page comes to the front, while typing). A message read elsewhere
+(an IM reply) reaches open pages through the outbox's read listeners.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import json
 import socket
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +33,6 @@ from starlette.responses import (
     JSONResponse,
     RedirectResponse,
     Response,
-    StreamingResponse,
 )
 from starlette.routing import Route
 
@@ -34,8 +40,9 @@ from ..core.records import OutboundMessage, iso_utc
 from ..errors import UserError
 from ..events import USER_ACTION, Event, Source, user_input, user_interrupt
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
+from .attachments import AttachmentRefused, AttachmentResponse, open_attachment
 from .auth import SECURITY_HEADERS, ConsoleAuth
-from .events import LiveFeed
+from .events import EventStreamResponse, LiveFeed
 from .page import page_html, static_file
 
 if TYPE_CHECKING:
@@ -45,7 +52,9 @@ __all__ = ["WebConsole", "serve_console"]
 
 _MAX_TEXT = 100_000
 MAX_BODY_BYTES = 1_000_000
-_HISTORY = 200  # messages a page opens with
+PAGE_SIZE = 200  # messages a page opens with, and loads with each "Load earlier messages"
+MAX_PAGE_SIZE = 1000
+CONSOLE_CHANNEL = "console"  # what the delivery policy and read state call the consoles
 
 
 class WebConsole:
@@ -56,18 +65,24 @@ class WebConsole:
         self.auth = auth
         self.session = session
         self.feed = LiveFeed()
-        # Like the terminal console, it listens to the outbox; `close` stops listening.
+        # Like the terminal console, it listens to the outbox (new messages, and messages read
+        # anywhere); `close` stops listening.
         runtime.outbox.listeners.append(self.feed.on_outbox_message)
+        runtime.outbox.read_listeners.append(self.feed.on_read)
+        runtime.outbox.delivery_listeners.append(self.on_deliveries)
         routes = [
             Route("/", self.index),
             Route("/static/console.js", self.script),
             Route("/static/console.css", self.style),
             Route("/events", self.events),
             Route("/api/messages", self.messages),
+            Route("/api/messages/{message_id}", self.message),
+            Route("/api/attachments/{message_id}/{index}", self.attachment),
             Route("/api/state", self.state),
             Route("/api/trajectory", self.trajectory),
             Route("/api/send", self.send, methods=["POST"]),
             Route("/api/read", self.mark_read, methods=["POST"]),
+            Route("/api/presence", self.presence, methods=["POST"]),
             Route("/api/stop", self.stop, methods=["POST"]),
             Route("/api/approvals/{request_id}", self.answer_approval, methods=["POST"]),
             Route("/api/inputs/{request_id}", self.answer_input, methods=["POST"]),
@@ -80,9 +95,26 @@ class WebConsole:
 
     def close(self) -> None:
         """Stop listening to the runtime's outbox (open pages get nothing more)."""
-        listeners = self.runtime.outbox.listeners
-        if self.feed.on_outbox_message in listeners:
-            listeners.remove(self.feed.on_outbox_message)
+        outbox = self.runtime.outbox
+        if self.feed.on_outbox_message in outbox.listeners:
+            outbox.listeners.remove(self.feed.on_outbox_message)
+        if self.feed.on_read in outbox.read_listeners:
+            outbox.read_listeners.remove(self.feed.on_read)
+        if self.on_deliveries in outbox.delivery_listeners:
+            outbox.delivery_listeners.remove(self.on_deliveries)
+
+    async def on_deliveries(self, message: OutboundMessage) -> None:
+        """An outbox delivery listener: where a message went changed (sent, failed, read, an
+        escalation reached another channel); open pages show it at once."""
+        entry = _entry(message)
+        self.feed.publish(
+            {
+                "type": "deliveries",
+                "id": message.id,
+                "session": message.session,
+                "deliveries": entry["deliveries"],
+            }
+        )
 
     # --- pages --------------------------------------------------------------------------------
 
@@ -102,23 +134,82 @@ class WebConsole:
 
     async def events(self, request: Request) -> Response:
         session = request.query_params.get("session", self.session)
-        return StreamingResponse(
-            self.feed.stream(session),
-            media_type="text/event-stream",
-            headers={"x-accel-buffering": "no"},
-        )
+        return EventStreamResponse(self.feed.subscribe(session))
 
     # --- reading ------------------------------------------------------------------------------
 
     async def messages(self, request: Request) -> Response:
-        """The session's last messages, oldest first: the agent's from the outbox's repository
-        (with their read state), the user's lines typed here during this run."""
+        """One page of the session's chat, oldest first: up to `limit` of the agent's messages
+        from the outbox's repository (with their read state and deliveries), and the user's
+        lines typed here during this run between them. `before=<msg id>` pages back from that
+        message; `earlier` in the answer is the id to page back from next (null: no more)."""
         session = request.query_params.get("session", self.session)
-        stored = await self.runtime.outbox.messages.list(session, limit=_HISTORY)
-        sent = [_entry(m) for m in stored]
-        typed = [m for m in self.feed.history if m.get("session") == session]
-        chat = sorted(sent + typed, key=lambda m: str(m["created_at"]))
-        return JSONResponse(chat[-_HISTORY:])
+        limit = request.query_params.get("limit", str(PAGE_SIZE))
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_SIZE:
+            return _bad(
+                f"limit={limit!r} is not a number of messages from 1 to {MAX_PAGE_SIZE}; "
+                f"e.g. limit={PAGE_SIZE}."
+            )
+        repository = self.runtime.outbox.messages
+        before, newer_than = request.query_params.get("before"), None
+        if before is not None:
+            anchor = await repository.get(before)
+            if anchor is None or anchor.session != session:
+                return _missing(
+                    f"No message {before!r} of session {session!r} is stored; page back from "
+                    "the `earlier` id the previous answer of /api/messages gave."
+                )
+            newer_than = anchor.created_at
+        stored = await repository.list(session, limit=int(limit) + 1, before=before)
+        earlier = stored[int(limit) - 1].id if len(stored) > int(limit) else None
+        stored = stored[: int(limit)]
+        # The user's lines from the oldest message shown (all older ones on the last page).
+        older_than = stored[-1].created_at if earlier is not None else None
+        typed = [
+            line
+            for line in self.feed.history
+            if line.get("session") == session
+            and (older_than is None or str(line["created_at"]) >= older_than)
+            and (newer_than is None or str(line["created_at"]) < newer_than)
+        ]
+        chat = sorted([_entry(m) for m in stored] + typed, key=lambda m: str(m["created_at"]))
+        return JSONResponse({"messages": chat, "earlier": earlier})
+
+    async def message(self, request: Request) -> Response:
+        """One of the agent's messages as the chat shows it: its read state and deliveries now
+        (the page refreshes a message's deliveries with it)."""
+        message_id = request.path_params["message_id"]
+        found = await self.runtime.outbox.messages.get(message_id)
+        if found is None:
+            return _missing(f"No message {message_id!r} is stored.")
+        return JSONResponse(_entry(found))
+
+    async def attachment(self, request: Request) -> Response:
+        """The file of a stored message's attachment (see :mod:`.attachments`): a download, or
+        an image shown inline."""
+        message_id, index = request.path_params["message_id"], request.path_params["index"]
+        found = await self.runtime.outbox.messages.get(message_id)
+        if found is None:
+            return _missing(
+                f"No message {message_id!r} is stored; the console serves only files that a "
+                "stored message lists."
+            )
+        count = len(found.attachments)
+        if not index.isdigit() or int(index) >= count:
+            which = f"give 0 to {count - 1}" if count else "it has none"
+            return _missing(
+                f"Message {message_id} has {count} attachment(s); {index!r} is not one of them "
+                f"({which})."
+            )
+        workspace = self.runtime.settings.workdir or Path.cwd()
+        what = f"attachment {index} of message {message_id}"
+        try:
+            opened = await anyio.to_thread.run_sync(
+                lambda: open_attachment(workspace, found.attachments[int(index)], what=what)
+            )
+        except AttachmentRefused as exc:
+            return JSONResponse({"error": exc.text}, status_code=exc.status)
+        return AttachmentResponse(opened)
 
     async def state(self, request: Request) -> Response:
         session = request.query_params.get("session", self.session)
@@ -204,16 +295,25 @@ class WebConsole:
 
     async def mark_read(self, request: Request) -> Response:
         """The person saw the chat down to message `through`: those messages are read, on every
-        channel (the repository keeps one read state per message)."""
+        channel (one read state per message). The outbox tells its read listeners: the
+        delivery policy, IM copies, and every open console page (see `LiveFeed.on_read`)."""
         body = await _json_body(request)
         through, session = body.get("through"), str(body.get("session") or self.session)
         if not isinstance(through, str) or not through:
             return _bad('Send {"through": "msg_…"}: the last message the person has seen.')
-        messages = self.runtime.outbox.messages
-        newly = await messages.mark_read_through(session, through, channel="web")
-        unread = await messages.unread_count(session)
-        self.feed.publish({"type": "read", "session": session, "ids": newly, "unread": unread})
+        outbox = self.runtime.outbox
+        found = await outbox.messages.get(through)
+        if found is None or found.session != session:
+            return _missing(f"No message {through!r} of session {session!r} is stored.")
+        newly = await outbox.mark_read_through(session, through, channel=CONSOLE_CHANNEL)
+        unread = await outbox.messages.unread_count(session)
         return JSONResponse({"read": newly, "unread": unread})
+
+    async def presence(self, request: Request) -> Response:
+        """The person is at the page (it loaded, came to the front, or they type): the runtime
+        counts them present on the console, so the delivery policy need not reach further."""
+        self.runtime.activity.touch(CONSOLE_CHANNEL)
+        return JSONResponse({"present": True})
 
     async def stop(self, request: Request) -> Response:
         body = await _json_body(request)
@@ -335,8 +435,21 @@ def _entry(message: OutboundMessage) -> dict[str, Any]:
         "kind": message.kind,
         "card": message.card,
         "title": message.title,
-        "attachments": [item._asdict() for item in message.attachments],
+        "attachments": [
+            {"name": item.name, "size": item.size, "type": item.type}
+            for item in message.attachments
+        ],
         "read": message.read,
+        "read_on": message.read_on,
+        "deliveries": [
+            {
+                "channel": d.channel,
+                "state": d.state,
+                "error": d.error,
+                "updated_at": d.updated_at,
+            }
+            for d in message.deliveries
+        ],
     }
 
 
@@ -417,7 +530,10 @@ async def serve_console(
 
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+    # and the connections accepted inherit it. Without it, Nagle's algorithm holds a response's
+    # body (written after its headers) until the browser's delayed ACK: 40 ms per request.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host, port))

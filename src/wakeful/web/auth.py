@@ -102,7 +102,7 @@ class ConsoleAuth:
             return _refuse(403, f"Requests from {origin!r} are not allowed; use the console page.")
         if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
             return _refuse(403, "Requests from another site are not allowed.")
-        if request.method != "GET":
+        if request.method not in ("GET", "HEAD"):  # safe methods change nothing
             if origin is None:
                 return _refuse(403, "A change needs the Origin header of the console's page.")
             if not _same(request.headers.get(CSRF_HEADER, ""), self.csrf_token):

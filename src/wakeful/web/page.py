@@ -36,6 +36,7 @@ _PAGE: Final = """<!doctype html>
 </header>
 <main>
 <section id="chat-panel">
+<button type="button" id="load-earlier" hidden>Load earlier messages</button>
 <ol id="chat" aria-live="polite"></ol>
 <form id="send-form">
 <textarea id="text" name="text" rows="2" placeholder="Message the agent (Enter sends)"></textarea>

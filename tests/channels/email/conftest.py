@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from email_harness import stop_server
 
-from wakeful.demo.mail_servers import DovecotServer, dovecot_missing, start_dovecot
+from wakeful.demo.mail_servers import DovecotServer, SmtpRelay, dovecot_missing, start_dovecot
 
 
 @pytest.fixture
@@ -33,3 +33,15 @@ def dovecot() -> Iterator[DovecotServer]:
             stop_server(server)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def smtp_relay(dovecot: DovecotServer) -> Iterator[SmtpRelay]:
+    """An SMTP server on 127.0.0.1 that relays what it accepts into the Dovecot's mailboxes (by
+    LMTP), as the user's mail system would."""
+    relay = SmtpRelay(dovecot)
+    relay.start()
+    try:
+        yield relay
+    finally:
+        relay.stop()

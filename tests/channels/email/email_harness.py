@@ -1,9 +1,12 @@
 """What the email channel tests share: the runtime's Inbox over a real Store, a channel on the
-test Dovecot, delivering mail, and waiting for events."""
+test Dovecot, delivering mail, waiting for events, and the user's own mail program."""
 
 from __future__ import annotations
 
 import contextlib
+import email
+import email.policy
+import imaplib
 import os
 import signal
 import subprocess
@@ -19,7 +22,7 @@ import anyio
 from wakeful.agent.router import Decision, Strategy
 from wakeful.channels.email import KIND, EmailChannel, EmailChannelSettings
 from wakeful.channels.filters import ChannelFilter
-from wakeful.core.channel import ChannelContext
+from wakeful.core.channel import ChannelContext, ReadReceipts
 from wakeful.core.records import StoredEvent
 from wakeful.events import DEFAULT_MAX_EVENT_BYTES, Event
 from wakeful.runtime.inbox import FilteringInbox, RuntimeInbox
@@ -56,6 +59,7 @@ def email_channel(
     workspace: Path,
     *,
     inbox: FilteringInbox | None = None,
+    reads: ReadReceipts | None = None,
     **overrides: Any,
 ) -> EmailChannel:
     settings = EmailChannelSettings.model_validate(
@@ -74,6 +78,7 @@ def email_channel(
         inbox=inbox or runtime_inbox(store),
         cursors=store.channel_cursors,
         workspace=workspace,
+        reads=reads,
     )
     return KIND.build(settings, context)
 
@@ -159,3 +164,62 @@ def stop_server(server: Any) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # it ended with the master
             os.kill(pid, signal.SIGKILL)
+
+
+class MailProgram:
+    """The user's mail program: its own IMAP connection to the mailbox (blocking; run it in a
+    thread)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def _connect(self) -> imaplib.IMAP4:
+        client = imaplib.IMAP4(self.server.host, self.server.port, timeout=30)
+        client.login(self.server.user, self.server.password)
+        client.select("INBOX")
+        return client
+
+    def _uids(self, client: imaplib.IMAP4, message_id: str) -> list[bytes]:
+        status, found = client.uid("SEARCH", "HEADER", "Message-ID", f'"{message_id}"')
+        assert status == "OK", found
+        return found[0].split()
+
+    def read(self, message_id: str) -> EmailMessage:
+        """The mail with this Message-ID, without marking it read."""
+        client = self._connect()
+        try:
+            uids = self._uids(client, message_id)
+            assert len(uids) == 1, f"{len(uids)} mails with Message-ID {message_id}"
+            status, data = client.uid("FETCH", uids[0], "(BODY.PEEK[])")
+            assert status == "OK", data
+            raw = data[0][1]
+            assert isinstance(raw, bytes)
+        finally:
+            client.logout()
+        parsed = email.message_from_bytes(raw, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        return parsed
+
+    def flags(self, message_id: str) -> str:
+        client = self._connect()
+        try:
+            uids = self._uids(client, message_id)
+            status, data = client.uid("FETCH", uids[0], "(FLAGS)")
+            assert status == "OK", data
+            return str(data[0])
+        finally:
+            client.logout()
+
+    def open(self, message_id: str) -> None:
+        """The user opens the mail: the program sets its \\Seen flag."""
+        client = self._connect()
+        try:
+            uids = self._uids(client, message_id)
+            status, data = client.uid("STORE", uids[0], "+FLAGS", "(\\Seen)")
+            assert status == "OK", data
+        finally:
+            client.logout()
+
+
+async def in_thread(function: Any, *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(function, *args)

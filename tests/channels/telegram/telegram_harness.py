@@ -16,7 +16,7 @@ from servers.telegram_api import FakeBotApi
 from wakeful.agent.router import Decision, Strategy
 from wakeful.channels.filters import ChannelFilter
 from wakeful.channels.telegram import KIND, TelegramChannel
-from wakeful.core.channel import ChannelContext
+from wakeful.core.channel import ChannelContext, ReadReceipts
 from wakeful.core.records import StoredEvent
 from wakeful.events import DEFAULT_MAX_EVENT_BYTES, Event
 from wakeful.runtime.inbox import FilteringInbox, RuntimeInbox
@@ -60,6 +60,7 @@ def telegram_channel(
     workspace: Path,
     *,
     inbox: FilteringInbox | None = None,
+    reads: ReadReceipts | None = None,
     **overrides: Any,
 ) -> TelegramChannel:
     settings = KIND.settings_model.model_validate(
@@ -78,6 +79,7 @@ def telegram_channel(
         inbox=inbox or runtime_inbox(store),
         cursors=store.channel_cursors,
         workspace=workspace,
+        reads=reads,
     )
     return KIND.build(settings, context)
 

@@ -161,7 +161,7 @@ async def test_room_messages_without_a_keyword_are_stored_but_do_not_wake_the_ag
         recorder = RecordingInbox(store)
         async with running_channel(prosody, recorder, tmp_path / "ws", rooms=rooms) as channel:
             async with peer(prosody, "bob") as bob:
-                await bob.join(ROOM, "bob")
+                await bob.join(ROOM, "bob", with_occupant="assistant")
                 bob.say(ROOM, "lunch anyone?", mtype="groupchat")
                 bob.say(ROOM, "The deploy failed again", mtype="groupchat")
                 bob.say(ROOM, "assistant, can you look?", mtype="groupchat")
@@ -215,7 +215,7 @@ async def test_a_room_rejoined_after_a_restart_gives_what_was_said_meanwhile_onc
         recorder = RecordingInbox(store)
         async with peer(prosody, "bob") as bob:
             async with running_channel(prosody, recorder, tmp_path / "ws", rooms=rooms):
-                await bob.join(ROOM, "bob")
+                await bob.join(ROOM, "bob", with_occupant="assistant")
                 bob.say(ROOM, "said while you listened", mtype="groupchat")
                 await recorder.wait_for(1)
             bob.say(ROOM, "said while you were away", mtype="groupchat")

@@ -16,7 +16,7 @@ import slixmpp
 from servers.prosody import MUC_DOMAIN, ProsodyServer
 from wakeful.agent.router import Decision
 from wakeful.channels.xmpp import KIND, XmppChannel
-from wakeful.core.channel import ChannelContext, ChannelHealth
+from wakeful.core.channel import ChannelContext, ChannelHealth, ReadReceipts
 from wakeful.events import DEFAULT_MAX_EVENT_BYTES, Event
 from wakeful.runtime.inbox import RuntimeInbox
 from wakeful.store.sqlite import Store
@@ -102,16 +102,18 @@ async def running_channel(
     workspace: Path,
     *,
     wait_running: bool = True,
+    reads: ReadReceipts | None = None,
     **overrides: Any,
 ) -> AsyncIterator[XmppChannel]:
     """The XMPP channel for `channel_settings(server, **overrides)`, running until the block
-    ends."""
+    ends; it reports the user's receipts to `reads`."""
     settings = KIND.settings_model.model_validate(channel_settings(server, **overrides))
     context = ChannelContext(
         name="xmpp:test",
         inbox=recorder.inbox,
         cursors=recorder.store.channel_cursors,
         workspace=workspace,
+        reads=reads,
     )
     channel = KIND.build(settings, context)
     async with anyio.create_task_group() as group:
@@ -145,8 +147,15 @@ class Peer:
                 await anyio.sleep(0.02)
         return self.received
 
-    async def join(self, room: str, nick: str) -> None:
-        await self.client.plugin["xep_0045"].join_muc_wait(room, nick, maxstanzas=0, timeout=10)
+    async def join(self, room: str, nick: str, *, with_occupant: str | None = None) -> None:
+        """Join `room` as `nick`; with `with_occupant`, also wait until that nick (the agent's)
+        is in the room, so that what is said next reaches it."""
+        muc = self.client.plugin["xep_0045"]
+        await muc.join_muc_wait(room, nick, maxstanzas=0, timeout=10)
+        if with_occupant is not None:
+            with anyio.fail_after(10):
+                while with_occupant not in muc.get_roster(room):  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
 
 
 @asynccontextmanager

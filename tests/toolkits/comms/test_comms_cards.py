@@ -14,7 +14,6 @@ from wakeful.toolkits.comms.cards import (
     MAX_HTML_BYTES,
     Card,
     action_payload,
-    card_email,
     card_html,
     card_text,
     parse_action_data,
@@ -143,18 +142,6 @@ def test_telegram_buttons_carry_card_and_action_ids_within_64_bytes() -> None:
         "message_id": card_id,
     }
     assert telegram_keyboard({"title": "no buttons"}, card_id) is None
-
-
-def test_an_email_has_a_text_part_and_an_html_alternative() -> None:
-    email = card_email(INVOICE, card_id="msg_1", sender="agent@example.org", to="me@example.org")
-    assert email["Subject"] == "Invoice <2026-117>"
-    text, html = (part.get_content() for part in email.iter_parts())
-    assert "Amount: 420 €" in text
-    assert "<dt>Amount</dt><dd>420 €</dd>" in html
-    assert [part.get_content_type() for part in email.iter_parts()] == [
-        "text/plain",
-        "text/html",
-    ]
 
 
 def test_a_telegram_press_of_a_card_button_carries_the_card_payload(tmp_path: Path) -> None:

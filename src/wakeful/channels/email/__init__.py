@@ -1,6 +1,7 @@
 """Email as a channel: an IMAP mailbox followed with IDLE (or polling), each new mail an
 `email.received` event with its sender's relation, its thread, its attachments (saved to the
-workspace) and its authentication results.
+workspace) and its authentication results. It also carries messages to the user over SMTP
+(:class:`wakeful.core.channel.UserReach`), and their read state through the `\\Seen` flag.
 
 `KIND` is what the channel registry builds `[[channels.email]]` tables with.
 """
@@ -13,9 +14,10 @@ from pydantic import BaseModel
 
 from ...core.channel import ChannelContext
 from .imap import EmailChannel
+from .outbound import EmailSendFailed
 from .settings import EmailChannelSettings
 
-__all__ = ["KIND", "EmailChannel", "EmailChannelKind", "EmailChannelSettings"]
+__all__ = ["KIND", "EmailChannel", "EmailChannelKind", "EmailChannelSettings", "EmailSendFailed"]
 
 
 class EmailChannelKind:

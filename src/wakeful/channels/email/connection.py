@@ -36,6 +36,10 @@ T = TypeVar("T")
 
 _FETCH_UID: Final = re.compile(rb"\d+ FETCH \(.*?UID (\d+)")
 _FETCH_SIZE: Final = re.compile(rb"RFC822\.SIZE (\d+)")
+_FETCH_FLAGS: Final = re.compile(rb"FLAGS \(([^)]*)\)")
+_FETCH_UID_ANYWHERE: Final = re.compile(rb"UID (\d+)")
+# A Message-ID that can go in a quoted IMAP search string as it is.
+_SEARCHABLE_ID: Final = re.compile(r"^<[!#-\[\]-~]+>$")
 _MONTHS: Final = [
     "Jan",
     "Feb",
@@ -171,6 +175,42 @@ class ImapConnection:
                 if uid and size:
                     sizes[int(uid.group(1))] = int(size.group(1))
         return sizes
+
+    async def uids_with_message_id(self, message_id: str) -> list[int]:
+        """UIDs of the messages whose Message-ID header holds `message_id` ("<…@…>"); none
+        for an id that cannot be searched for as it is (quotes, backslashes, spaces)."""
+        if not _SEARCHABLE_ID.match(message_id):
+            return []
+        return await self._search(f'HEADER Message-ID "{message_id}"')
+
+    async def flags(self, uids: list[int]) -> dict[int, frozenset[str]]:
+        """Each message's flags (e.g. "\\Seen"); a UID no longer in the mailbox is left out."""
+        if not uids:
+            return {}
+        response = await self._command(
+            self._client.uid("fetch", _uid_set(uids), "(UID FLAGS)"), "UID FETCH flags"
+        )
+        found: dict[int, frozenset[str]] = {}
+        for line in response.lines:
+            if isinstance(line, bytes) and b" FETCH " in line:
+                uid, flags = _FETCH_UID_ANYWHERE.search(line), _FETCH_FLAGS.search(line)
+                if uid and flags:
+                    words = flags.group(1).decode(errors="replace").split()
+                    found[int(uid.group(1))] = frozenset(words)
+        return found
+
+    async def mark_seen(self, uids: list[int]) -> None:
+        """Set the \\Seen flag on these messages (read, as a mail program shows them)."""
+        if not uids:
+            return
+        response = await self._command(
+            self._client.uid("store", _uid_set(uids), "+FLAGS.SILENT", "(\\Seen)"),
+            "UID STORE \\Seen",
+        )
+        if response.result != "OK":
+            raise ImapUnavailable(
+                f"The IMAP server would not mark messages read ({_joined(response)})."
+            )
 
     async def fetch(self, uids: list[int]) -> dict[int, bytes]:
         """The raw bytes of each message, without marking it read."""

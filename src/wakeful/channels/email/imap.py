@@ -14,14 +14,30 @@ nothing with `first_sync = "new_only"`. A lost connection is retried with expone
 so that retries never get the account locked; both are said in :meth:`EmailChannel.health`.
 The thread's earlier messages (summaries of those this channel delivered) are kept beside the
 cursor, so an event carries its thread without a query.
+
+The channel also carries messages to the user (:class:`wakeful.core.channel.UserReach`, in
+:mod:`.outbound`). When the user's address is this mailbox, its copies arrive here: each is
+recognised by the record of what was sent (:mod:`.copies`) and never becomes an event (the
+message is stored already, as the outbox's), and after each sync the channel checks whether the
+user opened one of them in their mail program (its `\\Seen` flag) and reports it read through
+the context's `reads`.
+
+A reply from the user's own (authenticated) address to a copy reads it too, and its event names
+the message it answers (`answers_message`); when it answers a card with a button's label (or
+number) on its first line, it is that button's press, a `user.action` event in the card's
+session, as the web console's buttons give. The user's own mail is remembered per session
+(:mod:`.conversations`), so the agent's answer goes back in its thread.
 """
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import hashlib
 import json
 import logging
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -33,8 +49,9 @@ import anyio.to_thread
 from anyio.abc import TaskStatus
 
 from ...core.channel import ChannelContext, ChannelHealth, ChannelState, Delivery
+from ...core.records import OutboundMessage
 from ...errors import StoreError
-from ...events import Event, InvalidEvent
+from ...events import USER_ACTION, Event, InvalidEvent
 from .connection import (
     IdleRefused,
     ImapConnection,
@@ -42,6 +59,9 @@ from .connection import (
     ImapUnavailable,
     tls_context,
 )
+from .conversations import Conversation, Conversations
+from .copies import SentCopies, SentCopy
+from .outbound import SEEN, WAKEFUL_HEADER, EmailOutbound
 from .parse import MALFORMED, AddressBook, ReceivedMail, mail_event, read_mail, unreadable_mail
 from .settings import EmailChannelSettings
 
@@ -57,6 +77,11 @@ BATCH_BYTES: Final = 16 * 1024 * 1024
 # cut) rather than refused, so one odd mail can never stop the mailbox.
 MAX_EVENT_JSON_BYTES: Final = 512 * 1024
 RESYNC_MARGIN: Final = timedelta(days=1)
+# The most bytes of a mail read for its headers before it is parsed (to tell the channel's own
+# copies from other mail without parsing a large one twice).
+MAX_HEADER_BYTES: Final = 256 * 1024
+# A Message-ID fit to be written into an answer's In-Reply-To and References as it is.
+_PLAIN_ID: Final = re.compile(r"^<[!-;=?-~]{1,500}>$")
 _BARE_KEYS: Final = (
     "from",
     "subject",
@@ -104,6 +129,9 @@ class EmailChannel:
         self._last_event_at: datetime | None = None
         self._cursor: MailboxCursor | None = None
         self._failures = 0  # connection failures in a row, for the backoff
+        self._copies = SentCopies(context.cursors, context.name)
+        self._conversations = Conversations(context.cursors, context.name)
+        self._outbound = EmailOutbound(settings, context, self._copies, self._conversations)
 
     @property
     def name(self) -> str:
@@ -115,6 +143,14 @@ class EmailChannel:
 
     def health(self) -> ChannelHealth:
         return ChannelHealth(self._health.state, self._health.detail, self._last_event_at)
+
+    async def send_to_user(self, message: OutboundMessage) -> str | None:
+        """Mail `message` to the user (see :mod:`.outbound`); the copy's Message-ID."""
+        return await self._outbound.send_to_user(message)
+
+    async def show_read(self, message: OutboundMessage, channel_message_id: str) -> bool:
+        """Mark the copy read (`\\Seen`) in the watched mailbox; False when it is not there."""
+        return await self._outbound.show_read(message, channel_message_id)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow the mailbox until cancelled, reconnecting as needed."""
@@ -184,6 +220,7 @@ class EmailChannel:
             )
         while True:
             await self._deliver_new(connection, state.uidvalidity)
+            await self._report_reads(connection, state.uidvalidity)
             self._set("running", watching)
             self._failures = 0  # connected and caught up: the next outage backs off afresh
             if idle:
@@ -258,28 +295,104 @@ class EmailChannel:
             fetched = await connection.fetch(batch)
             threads: dict[str, list[dict[str, str]]] = {}
             events: list[Event] = []
+            replied: set[str] = set()  # copies the user answered, so read
+            conversations: dict[str, Conversation] = {}  # the user's latest mail, by session
             for uid in batch:
                 raw = fetched.get(uid)
                 if raw is None:
                     continue  # expunged between the search and the fetch: nothing to deliver
+                if await self._is_own_copy(raw, uid, uidvalidity):
+                    continue
                 mail = await anyio.to_thread.run_sync(partial(self._read, raw))
                 history = await self._thread_history(mail.thread_id, threads)
                 previous = [entry for entry in history if entry.get("id") != mail.source_id]
                 where = {"mailbox": self._settings.mailbox, "uid": uid, "uidvalidity": uidvalidity}
+                answered = await self._copies.find(str(mail.content.get("in_reply_to") or ""))
+                if answered is not None:
+                    where["answers_message"] = answered.message_id
+                    if mail.source.type == "user":
+                        replied.add(answered.copy_id)
                 recent = previous[-self._settings.thread_history :]
-                events.append(self._event(mail, recent, where))
+                pressed = _pressed(mail, answered, self.name)
+                event = pressed or self._event(mail, recent, where)
+                events.append(event)
+                conversation = _conversation(mail)
+                if conversation is not None and pressed is None:
+                    conversations[event.session] = conversation
                 history[:] = [*previous, {"id": mail.source_id, **mail.summary}][-50:]
             if events:
                 outcomes = await self._hand_over(events)
                 if any(outcome != "duplicate" for outcome in outcomes):
                     self._last_event_at = datetime.now(UTC)
                 await self._remember_threads(threads)
+                for session, conversation in conversations.items():
+                    await self._conversations.record(session, conversation)
+                await self._report_replies(replied)
             if advance and (
                 self._cursor is None
                 or max(batch) > self._cursor.uid
                 or self._cursor.uidvalidity != uidvalidity
             ):
                 await self._save_cursor(MailboxCursor(uidvalidity, max(batch), datetime.now(UTC)))
+
+    async def _is_own_copy(self, raw: bytes, uid: int, uidvalidity: int) -> bool:
+        """Whether `raw` is a copy this channel sent to the user (then its place is noted, for
+        its read state): the message is stored already, and the user reading their own
+        message must never wake the agent. It is one when its Message-ID is one the channel
+        made, even with its X-Wakeful-Message header stripped on the way; a mail that only
+        claims to be one, by that header, is not."""
+        try:
+            parser = email.parser.BytesHeaderParser(policy=email.policy.default)
+            headers = parser.parsebytes(_head(raw))
+            copy_id, claimed = headers.get("Message-ID"), headers.get(WAKEFUL_HEADER)
+        except MALFORMED:
+            return False  # read_mail makes what it can of it, as of any mail
+        copy = await self._copies.own_copy(
+            None if copy_id is None else str(copy_id).strip(),
+            None if claimed is None else str(claimed),
+        )
+        if copy is None:
+            if claimed is not None:
+                log.info(
+                    "%s: a mail at UID %d says it is a copy of %r, which this channel did not "
+                    "send; it is delivered as any other mail",
+                    self.name,
+                    uid,
+                    str(claimed),
+                )
+            return False
+        await self._copies.placed(copy.copy_id, uid, uidvalidity)
+        log.debug("%s: UID %d is the copy of %s sent to the user", self.name, uid, copy.message_id)
+        return True
+
+    async def _report_replies(self, copy_ids: set[str]) -> None:
+        """The user answered these copies (from their own, authenticated address): they read
+        them."""
+        reads = self._context.reads
+        if reads is None or not copy_ids:
+            return
+        for copy_id in copy_ids:
+            await reads.copy_read(self.name, copy_id)
+        await self._copies.mark_read(copy_ids)
+
+    async def _report_reads(self, connection: ImapConnection, uidvalidity: int) -> None:
+        """Report read the copies the user has opened here since the last sync (flagged
+        `\\Seen` by their mail program), as reading the message anywhere."""
+        reads = self._context.reads
+        if reads is None:
+            return
+        watched = await self._copies.watched(uidvalidity)
+        if not watched:
+            return
+        flags = await connection.flags([copy.uid for copy in watched if copy.uid is not None])
+        gone = {copy.copy_id for copy in watched if copy.uid not in flags}
+        seen = {copy.copy_id for copy in watched if SEEN in flags.get(copy.uid or 0, ())}
+        for copy_id in seen:
+            newly = await reads.copy_read(self.name, copy_id)
+            if newly:
+                log.info("%s: the user read %s in their mail program", self.name, newly)
+        await self._copies.mark_read(seen)
+        await self._copies.lost(gone)
 
     async def _hand_over(self, events: list[Event]) -> list[Delivery]:
         """Deliver a batch in one write; when the Inbox refuses one as too large (its cap is
@@ -320,7 +433,8 @@ class EmailChannel:
         self, mail: ReceivedMail, previous: list[dict[str, str]], where: dict[str, Any]
     ) -> Event:
         """The mail's event; `where` (mailbox, uid, uidvalidity) is what the mail tools take to
-        act on it (read_mail, draft_reply, flag_mail, archive_mail)."""
+        act on it (read_mail, draft_reply, flag_mail, archive_mail), with `answers_message` (a
+        `msg_…` id) when the mail replies to a message the channel sent the user."""
         event = mail_event(
             mail, channel=self.name, session=self._session_for(mail), previous=previous
         )
@@ -400,6 +514,46 @@ def _bare(event: Event) -> Event:
     attachments = content.get("attachments") or []
     kept["attachments"] = [{"name": a.get("name"), "path": a.get("path")} for a in attachments[:10]]
     return event.model_copy(update={"content": kept, "context": {}})
+
+
+def _pressed(mail: ReceivedMail, answered: SentCopy | None, channel: str) -> Event | None:
+    """The `user.action` of the user's reply to a card's copy that names one of its buttons
+    (the payload the web console's buttons give, in the card's session); None for any other
+    mail, and for a reply from anyone but the user (authenticated)."""
+    if answered is None or not answered.actions or mail.source.type != "user":
+        return None
+    reply = str(mail.content.get("text") or "")
+    action_id = answered.choice(reply)
+    if action_id is None:
+        return None
+    card_id = answered.message_id
+    return Event(
+        id=mail.event_id,
+        kind=USER_ACTION,
+        source=mail.source,
+        channel=channel,
+        content={"card_id": card_id, "action_id": action_id, "message_id": card_id},
+        context={"reply": reply[:2_000], "thread": mail.thread_id},
+        session=answered.session or "main",
+    )
+
+
+def _conversation(mail: ReceivedMail) -> Conversation | None:
+    """The mail as the user's latest in its session's conversation, when the user wrote it
+    (authenticated) and it has a Message-ID to answer; None otherwise."""
+    message_id = str(mail.content.get("message_id") or "")
+    if mail.source.type != "user" or not _PLAIN_ID.match(message_id):
+        return None
+    thread_id = mail.thread_id if _PLAIN_ID.match(mail.thread_id) else message_id
+    subject = " ".join(str(mail.content.get("subject") or "").split())[:200]
+    return Conversation(message_id, thread_id, subject, mail.sender.lower())
+
+
+def _head(raw: bytes) -> bytes:
+    """The header section of a mail (up to its first empty line), at most MAX_HEADER_BYTES."""
+    start = raw[:MAX_HEADER_BYTES]
+    ends = [found for found in (start.find(b"\r\n\r\n"), start.find(b"\n\n")) if found >= 0]
+    return start[: min(ends) + 2] if ends else start
 
 
 def _thread_key(thread_id: str) -> str:

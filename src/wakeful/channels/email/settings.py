@@ -5,10 +5,15 @@ goes to, and who the user and their contacts are.
 The password is never in the file: `password_env` names the environment variable that holds it,
 and a `password` key is refused with that advice. Plain-text IMAP is allowed only to the same
 machine, where nobody can read the login on the wire.
+
+The `smtp_*` keys, `from_address` and `notify_address` are for the other direction, messages to
+the user (see :mod:`wakeful.channels.email.outbound`); each defaults to its IMAP counterpart, so
+an account on one server needs none of them but `from_address` when its login is no address.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -24,6 +29,9 @@ SessionMapping = Literal["per_thread", "per_sender", "one"]
 
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 DEFAULT_PORTS: Final[dict[str, int]] = {"implicit": 993, "starttls": 143, "plain": 143}
+DEFAULT_SMTP_PORTS: Final[dict[str, int]] = {"implicit": 465, "starttls": 587, "plain": 25}
+# One bare address as a person types it: no spaces, brackets, quotes or list separators.
+_ADDRESS: Final = re.compile(r"^[^@\s<>,;:\"()\[\]\\]+@[^@\s<>,;:\"()\[\]\\]+$")
 
 
 class EmailChannelSettings(BaseModel):
@@ -118,6 +126,30 @@ class EmailChannelSettings(BaseModel):
     max_backoff_seconds: float = Field(default=300.0, ge=0.1, le=86_400)
     """The longest wait between reconnection attempts after a network failure."""
 
+    smtp_host: str | None = Field(default=None, min_length=1)
+    """The SMTP server messages to the user are sent through; None uses `host`."""
+
+    smtp_port: int | None = Field(default=None, ge=1, le=65535)
+    """The SMTP port; None picks 465 for implicit TLS, 587 for STARTTLS and 25 for plain."""
+
+    smtp_tls: TlsMode | None = None
+    """How the SMTP connection is protected, as `tls` for IMAP (None: the same as `tls`);
+    "plain" only to this machine."""
+
+    smtp_username: str | None = Field(default=None, min_length=1)
+    """The SMTP login, used when the server offers AUTH; None uses `username`."""
+
+    smtp_password_env: str | None = Field(default=None, min_length=1)
+    """The NAME of the environment variable that holds the SMTP password; None uses
+    `password_env`."""
+
+    from_address: str | None = None
+    """The address messages to the user come from, e.g. "assistant@example.com"; None uses
+    `username` when it is an address. Replies to it reach the agent when it is this mailbox's."""
+
+    notify_address: str | None = None
+    """Where messages to the user go; None uses the first of `user_addresses`."""
+
     @model_validator(mode="before")
     @classmethod
     def _no_password_in_file(cls, data: Any) -> Any:
@@ -127,6 +159,29 @@ class EmailChannelSettings(BaseModel):
             what="an email channel's password",
             example_env="WAKEFUL_IMAP_PASSWORD",
         )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_smtp_password_in_file(cls, data: Any) -> Any:
+        return refuse_inline_secret(
+            data,
+            "smtp_password",
+            what="an email channel's SMTP password",
+            example_env="WAKEFUL_SMTP_PASSWORD",
+        )
+
+    @field_validator("from_address", "notify_address")
+    @classmethod
+    def _one_address(cls, address: str | None) -> str | None:
+        if address is None:
+            return None
+        address = address.strip()
+        if not _ADDRESS.match(address) or not address.isascii():
+            raise ValueError(
+                f"{address!r} is not one plain email address; write it as "
+                "'name@example.com' (ASCII, no display name)"
+            )
+        return address
 
     @field_validator("user_addresses", "contacts")
     @classmethod
@@ -141,7 +196,75 @@ class EmailChannelSettings(BaseModel):
                 f'this machine (127.0.0.1), not to {self.host!r}: use tls = "implicit" (port 993) '
                 'or tls = "starttls" (port 143)'
             )
+        if self.smtp_security == "plain" and self.smtp_server not in LOOPBACK_HOSTS:
+            raise ValueError(
+                f"plain SMTP sends the login and the messages in clear text, so it is allowed "
+                f"only to this machine (127.0.0.1), not to {self.smtp_server!r}: set "
+                'smtp_tls = "implicit" (port 465) or smtp_tls = "starttls" (port 587)'
+            )
         return self
+
+    @property
+    def smtp_server(self) -> str:
+        """The SMTP server's host name."""
+        return self.smtp_host if self.smtp_host is not None else self.host
+
+    @property
+    def smtp_security(self) -> TlsMode:
+        """How the SMTP connection is protected."""
+        return self.smtp_tls if self.smtp_tls is not None else self.tls
+
+    @property
+    def smtp_server_port(self) -> int:
+        """The SMTP port to connect to."""
+        if self.smtp_port is not None:
+            return self.smtp_port
+        return DEFAULT_SMTP_PORTS[self.smtp_security]
+
+    @property
+    def smtp_login(self) -> str:
+        return self.smtp_username if self.smtp_username is not None else self.username
+
+    def smtp_password(self) -> str:
+        """The SMTP password from the environment; ConfigError naming the variable when it is
+        unset."""
+        variable = self.smtp_password_env or self.password_env
+        reader = (
+            f"The email channel for {self.username} logs in to the SMTP server "
+            f"{self.smtp_server} with the password it reads"
+        )
+        return secret_from_env(variable, reader=reader)
+
+    def sender(self) -> str:
+        """The address messages to the user come from; ConfigError when there is none."""
+        if self.from_address is not None:
+            return self.from_address
+        if _ADDRESS.match(self.username) and self.username.isascii():
+            return self.username
+        raise ConfigError(
+            f"The email channel for {self.username} at {self.host} cannot send to the user: "
+            f"its login {self.username!r} is no email address, so it does not know what to "
+            'put in From. Set from_address (e.g. from_address = "assistant@example.com") '
+            "in its [[channels.email]] table."
+        )
+
+    def recipient(self) -> str:
+        """Where messages to the user go; ConfigError when there is nowhere."""
+        if self.notify_address is not None:
+            return self.notify_address
+        if self.user_addresses and _ADDRESS.match(self.user_addresses[0]):
+            return self.user_addresses[0]
+        if self.user_addresses:
+            raise ConfigError(
+                f"The email channel for {self.username} sends to the user's first address, "
+                f"and {self.user_addresses[0]!r} is none. Fix user_addresses, or set "
+                "notify_address to where messages to the user should go."
+            )
+        raise ConfigError(
+            f"The email channel for {self.username} at {self.host} cannot send to the user: "
+            "it knows no address of theirs. Set notify_address (or user_addresses) in its "
+            "[[channels.email]] table."
+        )
 
     @property
     def imap_port(self) -> int:

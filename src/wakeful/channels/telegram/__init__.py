@@ -1,7 +1,10 @@
 """Telegram as a channel: a bot's updates, followed by long polling, become events; what the
 user writes (recognised by Telegram user id) is user input, anyone else's message is an
 `im.message` from a contact or a stranger, and a press on an inline keyboard button is a
-`user.action`. :meth:`TelegramChannel.send` sends a message back.
+`user.action`. :meth:`TelegramChannel.send` sends a message back, and the channel carries the
+runtime's messages to the user (:meth:`TelegramChannel.send_to_user`, cards as inline keyboards,
+attachments as files; see :mod:`.outbound`), reporting as read what the user replied to,
+pressed a button on, or wrote after.
 
 `KIND` is what the channel registry builds `[[channels.telegram]]` tables with.
 """

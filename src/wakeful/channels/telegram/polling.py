@@ -19,12 +19,11 @@ from __future__ import annotations
 import logging
 import os
 import random
-import warnings
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
-from typing import Final
+from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -32,11 +31,26 @@ from anyio.abc import TaskStatus
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
-from telegram.warnings import PTBDeprecationWarning
 
 from ...core.channel import ChannelContext, ChannelHealth, ChannelState
-from ...errors import StoreError, WakefulError
+from ...core.records import OutboundMessage
+from ...errors import ConfigError, StoreError
 from ...events import Event, InvalidEvent, Source, utc_now
+from .outbound import (
+    MAX_MESSAGE_CHARS,
+    FilePiece,
+    SentCopies,
+    TelegramSendFailed,
+    TextPiece,
+    outbound_plan,
+    parse_copy_id,
+    react_read,
+    read_copies,
+    retry_after_seconds,
+    send_pieces,
+    text_parts,
+)
+from .outbound import duration_text as _duration
 from .settings import TelegramChannelSettings
 from .updates import TelegramPeople, update_event
 
@@ -51,21 +65,15 @@ os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 CURSOR_KEY: Final = "offset"
 ALLOWED_UPDATES: Final = ("message", "edited_message", "callback_query")
-# Telegram's limit on one message's text; a longer one is sent in parts.
-MAX_MESSAGE_CHARS: Final = 4096
 # The loggers whose records can hold a request's URL, and so the token.
 LOGGERS_WITH_URLS: Final = ("httpx", "telegram.Bot")
-# The longest flood-control wait `send` sits through before giving up.
-MAX_SEND_RETRY_AFTER: Final = 60.0
 
-
-class TelegramSendFailed(WakefulError):
-    """Raised by :meth:`TelegramChannel.send` when Telegram did not take the message; the
-    message says why and whether trying again can help."""
+T = TypeVar("T")
 
 
 class TelegramChannel:
-    """One Telegram bot as a channel; see the module docs."""
+    """One Telegram bot as a channel, which also carries messages to the user (it is a
+    :class:`wakeful.core.channel.UserReach`; see :mod:`.outbound`); see the module docs."""
 
     def __init__(self, settings: TelegramChannelSettings, context: ChannelContext) -> None:
         self._settings = settings
@@ -76,6 +84,7 @@ class TelegramChannel:
         self._failures = 0  # failures in a row, for the backoff
         self._bot: Bot | None = None  # the polling bot while it is connected
         self._token = ""
+        self._copies = SentCopies()
 
     @property
     def name(self) -> str:
@@ -143,13 +152,59 @@ class TelegramChannel:
         raises TelegramSendFailed saying why otherwise."""
         if not text:
             raise TelegramSendFailed("A Telegram message needs some text; this one is empty.")
-        parts = [text[i : i + MAX_MESSAGE_CHARS] for i in range(0, len(text), MAX_MESSAGE_CHARS)]
+        pieces = [TextPiece(part) for part in text_parts(text)]
+        return await self._using_bot(partial(self._send_pieces, chat_id, pieces))
+
+    async def send_to_user(self, message: OutboundMessage) -> str | None:
+        """Deliver a stored message to the user, to the chat of its session or their private
+        chat, and return the copy's id ("<chat id>:<message id>" of its first Telegram
+        message). Raises TelegramSendFailed saying why, and how much went, when Telegram did
+        not take it all."""
+        plan = await anyio.to_thread.run_sync(partial(outbound_plan, message, self._settings))
+        sent = await self._using_bot(partial(self._send_pieces, plan.chat_id, plan.pieces))
+        return self._copies.remember(plan.chat_id, message.session, sent)
+
+    async def show_read(self, message: OutboundMessage, channel_message_id: str) -> bool:
+        """Mark the copy `channel_message_id` with a 👀 reaction (the user read the message
+        elsewhere); False, and nothing raised, when that is not a copy id or Telegram
+        refuses."""
+        target = parse_copy_id(channel_message_id)
+        if target is None:
+            return False
+        chat_id, message_id = target
+        react = partial(
+            react_read,
+            chat_id=chat_id,
+            message_id=message_id,
+            seconds=self._settings.request_timeout_seconds,
+        )
+        try:
+            return await self._using_bot(react)
+        except (TelegramSendFailed, ConfigError) as exc:
+            log.info("%s: could not show message %s as read: %s", self.name, message.id, exc)
+            return False
+
+    async def _send_pieces(
+        self, chat_id: int, pieces: Sequence[TextPiece | FilePiece], bot: Bot
+    ) -> list[int]:
+        return await send_pieces(
+            bot,
+            chat_id,
+            pieces,
+            seconds=self._settings.request_timeout_seconds,
+            token_env=self._settings.token_env,
+            scrub=self._scrubbed,
+        )
+
+    async def _using_bot(self, use: Callable[[Bot], Awaitable[T]]) -> T:
+        """`use` the polling bot, or a bot connected for the call while the channel is not
+        polling; TelegramSendFailed when the API refuses the token or cannot be reached."""
         if self._bot is not None:
-            return await self._send_parts(self._bot, chat_id, parts)
+            return await use(self._bot)
         self._token = self._token or self._settings.token()
         try:
             async with self._connected() as bot:
-                return await self._send_parts(bot, chat_id, parts)
+                return await use(bot)
         except InvalidToken as exc:
             raise TelegramSendFailed(
                 f"The Telegram Bot API refused the bot token in {self._settings.token_env}, so "
@@ -160,45 +215,6 @@ class TelegramChannel:
                 f"The Telegram Bot API at {self._settings.api_url} could not be reached, so "
                 f"nothing was sent: {self._scrubbed(str(exc))} Try again later."
             ) from exc
-
-    async def _send_parts(self, bot: Bot, chat_id: int, parts: Sequence[str]) -> list[int]:
-        timeout = self._settings.request_timeout_seconds
-        sent: list[int] = []
-        for part in parts:
-            for attempt in range(2):
-                try:
-                    message = await bot.send_message(
-                        chat_id,
-                        part,
-                        read_timeout=timeout,
-                        write_timeout=timeout,
-                        connect_timeout=timeout,
-                        pool_timeout=timeout,
-                    )
-                except RetryAfter as exc:
-                    wait = retry_after_seconds(exc)
-                    if attempt or wait > MAX_SEND_RETRY_AFTER:
-                        raise TelegramSendFailed(
-                            f"Telegram's flood control refuses messages to chat {chat_id} for "
-                            f"{_duration(wait)}; {len(sent)} of {len(parts)} part(s) were sent. "
-                            "Send the rest later."
-                        ) from exc
-                    await anyio.sleep(wait)
-                    continue
-                except InvalidToken as exc:
-                    raise TelegramSendFailed(
-                        f"The Telegram Bot API refused the bot token in "
-                        f"{self._settings.token_env}; nothing more was sent. Check the token."
-                    ) from exc
-                except TelegramError as exc:
-                    raise TelegramSendFailed(
-                        f"Telegram did not take the message to chat {chat_id}: "
-                        f"{self._scrubbed(str(exc))} {len(sent)} of {len(parts)} part(s) were "
-                        "sent."
-                    ) from exc
-                sent.append(message.message_id)
-                break
-        return sent
 
     @asynccontextmanager
     async def _connected(self) -> AsyncIterator[Bot]:
@@ -256,6 +272,8 @@ class TelegramChannel:
             if not fresh:
                 continue
             events = await anyio.to_thread.run_sync(partial(self._events, fresh))
+            # Before the agent wakes, so that it sees as read what the user has seen.
+            await self._report_reads([event for event, _ in events])
             await self._deliver(events)
             offset = max(u.update_id for u in fresh) + 1
             await self._context.cursors.put(self.name, CURSOR_KEY, str(offset))
@@ -304,6 +322,19 @@ class TelegramChannel:
                     log.warning("%s: update refused by the store: %s", self.name, exc)
                     await self._context.inbox.deliver(_refused(event, exc), filtered=reason)
         self._last_event_at = utc_now()
+
+    async def _report_reads(self, events: Sequence[Event]) -> None:
+        """Tell the runtime which copies the user has seen, by what they did (see
+        :func:`.outbound.read_copies`); a failure to record it is logged, never in the way of
+        the events."""
+        reads = self._context.reads
+        if reads is None:
+            return
+        for copy in read_copies(events, self._copies):
+            try:
+                await reads.copy_read(self.name, copy, through=True)
+            except StoreError as exc:
+                log.warning("%s: could not record copy %s as read: %s", self.name, copy, exc)
 
     async def _answer_buttons(self, bot: Bot, events: Sequence[Event]) -> None:
         """Tell Telegram each button press was received (the user's client stops its spinner);
@@ -357,17 +388,6 @@ async def _shut_down(bot: Bot, seconds: float, redaction: TokenRedaction) -> Non
     redaction.remove()
 
 
-def retry_after_seconds(exc: RetryAfter) -> float:
-    """How long flood control asked to wait, in seconds (PTB gives an int or, from v22.2 on
-    request, a timedelta; reading it as an int warns, so the warning is silenced here)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = exc.retry_after
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value)
-
-
 def _refused(event: Event, exc: InvalidEvent) -> Event:
     """A small stand-in for an event the store refused, keeping its id and who sent it."""
     return Event(
@@ -379,9 +399,3 @@ def _refused(event: Event, exc: InvalidEvent) -> Event:
         context={"update_id": event.context.get("update_id"), "refused": True},
         session=event.session,
     )
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 120:
-        return f"{seconds / 60:.0f} minutes"
-    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"

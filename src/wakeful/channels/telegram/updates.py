@@ -5,8 +5,10 @@ A message from one of the user's ids is `user.input` with the text as content (s
 answers an open approval, as at the console) and the chat in `context`; anyone else's is
 `im.message` whose content carries the documented keys `from` and `text` for the channel
 filters, the chat, the reply and the attachments. A press on an inline keyboard button is
-`user.action` when the user pressed it, `im.action` otherwise. Names and usernames are shown but
-never trusted: anyone can call themselves anything.
+`user.action` when the user pressed it, `im.action` otherwise; a press on a button of one of
+our cards also carries the payload a press in the web console gives (card id, action id, message
+id), and `context` names the message pressed on. Names and usernames are shown but never
+trusted: anyone can call themselves anything.
 
 Attachments are listed (file id, name, size, type), not downloaded: the agent decides whether a
 file is worth fetching, and nothing from a stranger is written to disk unasked. A text longer
@@ -23,6 +25,7 @@ from telegram import CallbackQuery, Chat, Message, Update, User
 
 from ...core.channel import source_event_id
 from ...events import IM_ACTION, IM_MESSAGE, USER_ACTION, USER_INPUT, Event, Source, SourceType
+from ...toolkits.comms.cards import action_payload, parse_action_data
 
 __all__ = [
     "IM_ACTION",
@@ -166,16 +169,16 @@ def _action_event(
     }
     # A button of one of our cards carries "<card id>:<action id>" (the card id is the id of
     # the message that sent it): the event then carries the card payload every channel uses.
-    card_id, colon, action_id = data.partition(":")
-    if colon and card_id.startswith("msg_") and action_id:
-        content |= {"card_id": card_id, "action_id": action_id, "message_id": card_id}
+    card = parse_action_data(data)
+    if card is not None:
+        content |= action_payload(card[0], card[1], message_id=card[0])
     return Event(
         id=event_id,
         kind=USER_ACTION if relation == "user" else IM_ACTION,
         source=Source(type=relation, id=_source_id(query.from_user)),
         channel=channel,
         content=content,
-        context={"callback_query_id": query.id, "chat": chat_id},
+        context={"callback_query_id": query.id, "chat": chat_id, "message": pressed_on},
         session=session_for(chat_id if chat_id is not None else query.from_user.id),
     )
 

@@ -1,6 +1,7 @@
 """XMPP (Jabber) as a channel: the agent's own account on an XMPP server; what the user writes
 to it is the user's input, what others write (people on its roster or listed as contacts, or
-strangers; rooms it joins) are `im.message` events tagged by who wrote them.
+strangers; rooms it joins) are `im.message` events tagged by who wrote them. It also carries the
+agent's messages to the user, with delivery receipts and read markers (see `.outbound`).
 
 `KIND` is what the channel registry builds `[[channels.xmpp]]` tables with.
 """
@@ -13,6 +14,7 @@ from pydantic import BaseModel
 
 from ...core.channel import ChannelContext
 from .channel import XmppChannel, XmppUnavailable
+from .outbound import XmppUnsendable
 from .settings import RoomSettings, XmppChannelSettings
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "XmppChannelKind",
     "XmppChannelSettings",
     "XmppUnavailable",
+    "XmppUnsendable",
 ]
 
 

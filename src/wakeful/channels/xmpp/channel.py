@@ -18,6 +18,11 @@ stored message (kept in the channel's cursors). Each message's id (XEP-0359 orig
 stanza-id, else a hash) makes a second delivery a duplicate. On joining
 a room the channel asks for the history since it last heard from the room (kept beside the
 cursors), or none on the first join.
+
+The channel also carries messages to the user (:class:`~wakeful.core.channel.UserReach`; see
+:mod:`.outbound`): :meth:`XmppChannel.send_to_user` sends one, and the receipts, markers and
+replies that come back about it are reported to the runtime's read receipts in order with the
+messages, never handed to the agent.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -37,6 +43,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ...core.channel import ChannelContext, ChannelHealth, ChannelState
+from ...core.records import OutboundMessage
 from ...errors import UserError
 from ...events import Event, utc_now
 from .inbound import (
@@ -45,6 +52,15 @@ from .inbound import (
     contact_matcher,
     full_text_path,
     message_event,
+)
+from .outbound import (
+    RECEIPTS_NS,
+    CopyReceipt,
+    UserConversation,
+    check_sendable,
+    message_body,
+    receipts_in,
+    recipient,
 )
 from .settings import RoomSettings, XmppChannelSettings, bare_jid
 
@@ -64,12 +80,16 @@ ARCHIVE_SINCE_KEY: Final = "archive-since"
 ARCHIVE_MARGIN: Final = timedelta(minutes=5)
 ARCHIVE_PAGE: Final = 100
 ARCHIVE_MOST: Final = 5_000
+TO_USER_KEY: Final = "to-user"
 
 Outcome = Literal["lost", "auth", "failed"]
+# What slixmpp's handlers hand the delivering task, in the order it came.
+Arrival = ReceivedMessage | CopyReceipt
 
 
 class XmppUnavailable(UserError):
-    """Raised by :meth:`XmppChannel.send` when the channel is not connected to its server."""
+    """Raised by :meth:`XmppChannel.send` and :meth:`XmppChannel.send_to_user` when the
+    channel is not connected to its server."""
 
 
 class XmppChannel:
@@ -82,6 +102,7 @@ class XmppChannel:
         self._last_event_at: datetime | None = None
         self._client: Any = None  # the slixmpp ClientXMPP of the live session, if any
         self._rooms: dict[str, RoomSettings] = {room.jid: room for room in settings.rooms}
+        self._to_user = UserConversation()
 
     @property
     def name(self) -> str:
@@ -105,7 +126,9 @@ class XmppChannel:
         password = settings.password()
         for room in settings.rooms:
             settings.room_password(room)  # a missing variable is said now, not at each join
-        send, receive = anyio.create_memory_object_stream[ReceivedMessage](math.inf)
+        kept = await self._context.cursors.get(self.name, TO_USER_KEY)
+        self._to_user = UserConversation.from_json(kept)
+        send, receive = anyio.create_memory_object_stream[Arrival](math.inf)
         task_status.started()
         try:
             async with anyio.create_task_group() as group, send, receive:
@@ -117,21 +140,76 @@ class XmppChannel:
     async def send(self, to: str, text: str) -> None:
         """Send `text` to `to` (a person's JID, or a room the channel has joined);
         XmppUnavailable when the channel is not connected now."""
+        client = self._connected()
+        room = bare_jid(to)
+        kind = "groupchat" if room in self._rooms else "chat"
+        client.send_message(mto=room if kind == "groupchat" else to, mbody=text, mtype=kind)
+
+    async def send_to_user(self, message: OutboundMessage) -> str | None:
+        """Send a stored message to the user (see :class:`~wakeful.core.channel.UserReach` and
+        :mod:`.outbound`) and return the copy's stanza id. XmppUnavailable when the channel is
+        not connected, XmppUnsendable when XMPP cannot carry the text; nothing is sent then."""
+        client = self._connected()
+        to, kind = recipient(self._settings, message.session, self._to_user.jid)
+        if kind == "groupchat" and not self._in_room(client, to):
+            # The room refused the channel, or the join is under way: the user's own account.
+            to, kind = recipient(self._settings, self._settings.user_session, self._to_user.jid)
+        body = message_body(message, answerable=kind == "chat")
+        check_sendable(body, message_id=message.id, channel=self.name)
+        stanza = client.make_message(mto=to, mbody=body, mtype=kind)
+        copy_id = str(stanza["id"] or client.new_id())
+        stanza["id"] = copy_id
+        if kind == "chat":  # XEP-0184: never in a room
+            stanza["request_receipt"] = True
+        stanza.enable("markable")
+        if kind == "chat":
+            # Kept before sending: a store that cannot keep it fails the delivery with nothing
+            # sent, rather than after the user got the copy (the next channel would repeat it).
+            self._to_user.sent(message, copy_id, utc_now())
+            await self._context.cursors.put(self.name, TO_USER_KEY, self._to_user.to_json())
+            if self._connected() is not client:  # the connection was lost meanwhile
+                raise XmppUnavailable(
+                    f"The XMPP channel {self.name} lost its connection before the message "
+                    "was sent; it was not sent. It reconnects by itself."
+                )
+        stanza.send()
+        return copy_id
+
+    async def show_read(self, message: OutboundMessage, channel_message_id: str) -> bool:
+        """XMPP cannot show on the user's copy that they read it elsewhere: read markers
+        (XEP-0333) are sent by the reader, and a marker from the agent would say the agent read
+        its own message. Nothing is changed; always False."""
+        return False
+
+    def _in_room(self, client: Any, room: str) -> bool:
+        try:
+            return self._rooms[room].nick in client.plugin["xep_0045"].get_roster(room)
+        except ValueError:  # never joined
+            return False
+
+    def _connected(self) -> Any:
         client = self._client
         if client is None:
             raise XmppUnavailable(
                 f"The XMPP channel {self.name} is not connected ({self._health.detail}); the "
                 "message was not sent. Try again when `wakeful doctor` shows it running."
             )
-        room = bare_jid(to)
-        kind = "groupchat" if room in self._rooms else "chat"
-        client.send_message(mto=room if kind == "groupchat" else to, mbody=text, mtype=kind)
+        return client
+
+    def _queue(self, message: ReceivedMessage, send: MemoryObjectSendStream[Arrival]) -> None:
+        """Hand a received message to the delivering task; one from the user's own account
+        first says what it answers (a card's button) and which copies it shows read."""
+        if message.type != "groupchat" and bare_jid(message.sender) in self._settings.user_jids:
+            answer, read = self._to_user.user_wrote(message)
+            send.send_nowait(replace(message, answer=answer))
+            for copy_id in read:
+                send.send_nowait(CopyReceipt(copy_id, "read"))
+            return
+        send.send_nowait(message)
 
     # The connection.
 
-    async def _stay_connected(
-        self, password: str, send: MemoryObjectSendStream[ReceivedMessage]
-    ) -> None:
+    async def _stay_connected(self, password: str, send: MemoryObjectSendStream[Arrival]) -> None:
         settings = self._settings
         failures = 0
         while True:
@@ -155,7 +233,7 @@ class XmppChannel:
             await anyio.sleep(wait)
 
     async def _one_session(
-        self, password: str, send: MemoryObjectSendStream[ReceivedMessage]
+        self, password: str, send: MemoryObjectSendStream[Arrival]
     ) -> tuple[Outcome, str, bool]:
         """Connect once and deliver until the connection ends: (why it ended, a detail, whether
         the session had started)."""
@@ -170,6 +248,11 @@ class XmppChannel:
         client.enable_plaintext = settings.tls == "plain"
         client.register_plugin("xep_0045")
         client.register_plugin("xep_0313")
+        # Receipts are asked for on the copies sent to the user. None is given automatically:
+        # the user's messages get theirs once the Inbox stored them (one sooner would be a lie),
+        # others' none (it would tell a stranger that the account reads what it sends).
+        client.register_plugin("xep_0184", {"auto_ack": False})
+        client.register_plugin("xep_0333")
         if settings.tls == "plain":
             client.plugin["feature_mechanisms"].unencrypted_plain = True
 
@@ -197,10 +280,17 @@ class XmppChannel:
         def on_message(stanza: Any) -> None:
             message = self._received(stanza, client)
             if message is not None:
-                send.send_nowait(message)
+                self._queue(message, send)
+
+        def on_receipt(stanza: Any) -> None:
+            for receipt in receipts_in(stanza.xml, settings):
+                send.send_nowait(receipt)
 
         client.add_event_handler("session_start", session_start)
         client.add_event_handler("message", on_message)
+        # Both fire for a stanza with a receipt and a marker: reporting twice changes nothing.
+        client.add_event_handler("receipt_received", on_receipt)
+        client.add_event_handler("marker", on_receipt)
         client.add_event_handler("failed_auth", lambda _: status("auth", "not authorized"))
         client.add_event_handler("connection_failed", lambda exc: status("failed", exc))
         client.add_event_handler("disconnected", lambda why: status("lost", why))
@@ -247,7 +337,7 @@ class XmppChannel:
             **history,
         )
 
-    async def _catch_up(self, client: Any, send: MemoryObjectSendStream[ReceivedMessage]) -> None:
+    async def _catch_up(self, client: Any, send: MemoryObjectSendStream[Arrival]) -> None:
         """Hand over what the account's archive (XEP-0313) holds since the last message the
         Inbox stored, less a margin: messages the server delivered while the channel could not
         store them (the runtime crashed, the disk was full) are not lost, and those it had
@@ -276,7 +366,7 @@ class XmppChannel:
                     sent_at=_delay(forwarded.xml),
                 )
                 if message is not None:
-                    send.send_nowait(message)
+                    self._queue(message, send)
                     count += 1
         except (XMPPError, TimeoutError) as exc:
             # A server without an archive: offline storage still covers the channel's absences.
@@ -328,11 +418,12 @@ class XmppChannel:
             thread=stanza["thread"] or None,
             occupant_jid=str(occupant) if occupant else None,
             on_roster=_on_roster(client, bare_jid(str(occupant) if occupant else sender)),
+            receipt_requested=xml.find(f"{{{RECEIPTS_NS}}}request") is not None,
         )
 
     # Delivery.
 
-    async def _deliver_all(self, receive: MemoryObjectReceiveStream[ReceivedMessage]) -> None:
+    async def _deliver_all(self, receive: MemoryObjectReceiveStream[Arrival]) -> None:
         async for first in receive:
             burst = [first]
             while len(burst) < BURST:
@@ -342,7 +433,27 @@ class XmppChannel:
                     break
             await self._deliver(burst)
 
-    async def _deliver(self, burst: Sequence[ReceivedMessage]) -> None:
+    async def _deliver(self, burst: Sequence[Arrival]) -> None:
+        messages = [item for item in burst if isinstance(item, ReceivedMessage)]
+        if messages:
+            await self._deliver_messages(messages)
+        receipts = [item for item in burst if isinstance(item, CopyReceipt)]
+        if receipts:
+            await self._report(receipts)
+
+    async def _report(self, receipts: Sequence[CopyReceipt]) -> None:
+        """Tell the runtime's read receipts what the user's client said about copies (after the
+        messages of the same burst are stored); outside a runtime nobody listens."""
+        reads = self._context.reads
+        if reads is None:
+            return
+        for receipt in receipts:
+            if receipt.state == "read":
+                await reads.copy_read(self.name, receipt.copy_id, through=True)
+            else:
+                await reads.copy_delivered(self.name, receipt.copy_id)
+
+    async def _deliver_messages(self, burst: Sequence[ReceivedMessage]) -> None:
         context = self._context
         events: list[tuple[Event, str | None]] = []
         to_save: list[tuple[Event, str]] = []
@@ -365,11 +476,31 @@ class XmppChannel:
             await anyio.to_thread.run_sync(_save_texts, context.workspace, to_save)
         await context.inbox.deliver_many(events)
         self._last_event_at = utc_now()
+        self._acknowledge(burst)
         # Every message received up to the burst's last one is stored now (they come in order).
         last = max(message.received_at for message in burst)
         await context.cursors.put(self.name, ARCHIVE_SINCE_KEY, last.isoformat())
         for room, at in rooms_seen.items():
             await context.cursors.put(self.name, ROOM_SEEN_KEY + room, at.isoformat())
+        if any(message.answer is not None for message in burst):
+            # A card answered is answered once, also after a restart.
+            await context.cursors.put(self.name, TO_USER_KEY, self._to_user.to_json())
+
+    def _acknowledge(self, stored: Sequence[ReceivedMessage]) -> None:
+        """Send the receipts (XEP-0184) the user's client asked for on messages now stored."""
+        client = self._client
+        if client is None:
+            return  # the connection is gone; the archive brings them again on the next login
+        for message in stored:
+            if (
+                message.receipt_requested
+                and message.message_id
+                and message.type != "groupchat"
+                and bare_jid(message.sender) in self._settings.user_jids
+            ):
+                receipt = client.make_message(mto=message.sender, mtype=message.type)
+                receipt["receipt"] = message.message_id
+                receipt.send()
 
     def _room_filter(self, message: ReceivedMessage) -> str | None:
         """Why a room message should not wake the agent (none of the room's keywords), or

@@ -1,5 +1,7 @@
 """What an incoming XMPP message becomes: an event for the user's session when the user wrote
-it, an `im.message` from a contact or a stranger otherwise.
+it, an `im.message` from a contact or a stranger otherwise. The user's reply with a number to
+the last card the channel sent them (see :mod:`.outbound`) is the press of that button, a
+`user.action` event like the web console's.
 
 Who wrote a message is decided by the sender's bare JID as the server stamped it, compared
 exactly with the user's accounts: a resource ("mallory@example.org/alice@example.org"), a nick
@@ -21,10 +23,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...core.channel import source_event_id
-from ...events import IM_MESSAGE, USER_INPUT, Event, Source, utc_now
+from ...events import IM_MESSAGE, USER_ACTION, USER_INPUT, Event, Source, utc_now
 from .settings import XmppChannelSettings, bare_jid
 
 __all__ = [
+    "CardAnswer",
     "MessageType",
     "ReceivedMessage",
     "Relation",
@@ -36,6 +39,16 @@ __all__ = [
 
 MessageType = Literal["chat", "normal", "groupchat", "headline"]
 Relation = Literal["user", "contact", "stranger"]
+
+
+@dataclass(frozen=True)
+class CardAnswer:
+    """A button of a card the user chose by replying with its number: the card (the id of the
+    message that carried it), the button, and the session that sent the card."""
+
+    card_id: str
+    action_id: str
+    session: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,12 @@ class ReceivedMessage:
 
     received_at: datetime = field(default_factory=utc_now)
     """When the channel received it (not when it was sent)."""
+
+    answer: CardAnswer | None = None
+    """The card button the user's message chose, when it answers the last card sent to them."""
+
+    receipt_requested: bool = False
+    """Whether the sender asked for a delivery receipt (XEP-0184)."""
 
 
 def message_source_id(message: ReceivedMessage) -> str:
@@ -144,6 +163,24 @@ def message_event(
         return event, full
 
     sender = bare_jid(message.sender)
+    if sender in settings.user_jids and message.answer is not None:
+        answer = message.answer
+        # The payload the web console's buttons give (card id = the id of the card's message).
+        content = {
+            "card_id": answer.card_id,
+            "action_id": answer.action_id,
+            "message_id": answer.card_id,
+        }
+        event = Event(
+            id=event_id,
+            kind=USER_ACTION,
+            source=Source(type="user", id=sender),
+            channel=channel,
+            content=content,
+            context={**context, "reply": text},
+            session=answer.session,
+        )
+        return event, full
     if sender in settings.user_jids:
         event = Event(
             id=event_id,

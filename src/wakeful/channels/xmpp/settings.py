@@ -52,6 +52,12 @@ class RoomSettings(BaseModel):
     password_env: str | None = None
     """The NAME of the environment variable holding the room's password, if it has one."""
 
+    reply_in_room: bool = False
+    """Whether messages for the user from this room's session are said in the room, where
+    everyone in it reads them; by default they go to the user's own account, since a message
+    for the user must not reach other people. Turn it on for a room the user shares only with
+    people who may read them."""
+
     @field_validator("jid")
     @classmethod
     def _room_jid(cls, value: str) -> str:

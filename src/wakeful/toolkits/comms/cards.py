@@ -4,21 +4,21 @@ optional generated HTML body), rendered per channel.
 A card is stored as its JSON with the message; each channel renders it when it delivers:
 plain text for the terminal, escaped HTML for the web console and email (the generated `html`
 body is never inlined: the console shows it in a sandboxed frame, other channels say it is
-there), an inline keyboard for Telegram, an email with HTML and a text alternative. A button
-press comes back as a `user.action` event whose payload is :func:`action_payload`.
+there), an inline keyboard for Telegram, a numbered list for XMPP, and an email with the text
+and an HTML alternative whose buttons are reply links (:mod:`wakeful.channels.email.outbound`).
+A button press comes back as a `user.action` event whose payload is :func:`action_payload`.
 """
 
 from __future__ import annotations
 
 import html as html_text
-from email.message import EmailMessage
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ...tools.spec import ToolAnnotations, ToolContext, tool
 from .attachments import workspace_attachments
-from .reply import deliver_once
+from .reply import deliver_once, with_failures
 
 __all__ = [
     "MAX_HTML_BYTES",
@@ -26,7 +26,6 @@ __all__ = [
     "CardAction",
     "CardField",
     "action_payload",
-    "card_email",
     "card_html",
     "card_text",
     "parse_action_data",
@@ -164,23 +163,6 @@ def telegram_keyboard(card: Card | dict[str, Any], card_id: str) -> dict[str, An
     return {"inline_keyboard": [row]}
 
 
-def card_email(
-    card: Card | dict[str, Any], *, card_id: str = "", sender: str = "", to: str = ""
-) -> EmailMessage:
-    """The card as an email: a text part and an HTML alternative (buttons become a line saying
-    how to answer, since an email cannot press them)."""
-    card = Card.model_validate(card) if isinstance(card, dict) else card
-    message = EmailMessage()
-    message["Subject"] = card.title
-    if sender:
-        message["From"] = sender
-    if to:
-        message["To"] = to
-    message.set_content(card_text(card))
-    message.add_alternative(card_html(card, card_id=card_id), subtype="html")
-    return message
-
-
 @tool(
     annotations=ToolAnnotations(read_only=False, destructive=False, idempotent=False),
     examples=(
@@ -236,12 +218,13 @@ async def send_card_to_user(
             card=stored,
         )
         buttons = ", ".join(action.id for action in card.actions)
-        return f"sent card {message.id}" + (
+        result = f"sent card {message.id}" + (
             f"; a press arrives as a user.action event with card_id {message.id} and one "
             f"of the action ids {buttons}"
             if buttons
             else ""
         )
+        return with_failures(result, message)
 
     arguments: dict[str, object] = {"card": stored, "urgency": urgency}
     return await deliver_once(ctx, "send_card_to_user", arguments, send)

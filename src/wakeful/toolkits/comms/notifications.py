@@ -1,8 +1,8 @@
 """`send_user_notification`: a short notice that reaches the user where they are.
 
-For now it is delivered on the session's channel, like a reply; which channels a notice goes to
-by urgency (push, IM, escalation while unread) is the outbox's delivery policy
-(:attr:`wakeful.services.Outbox.route` and its named `deliveries`), not this tool's.
+Which channels a notice goes to by urgency (the console, a push to IM or mail, escalation while
+unread, a digest for low urgency) is the runtime's delivery policy (:mod:`wakeful.delivery`),
+not this tool's.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ...tools.spec import ToolAnnotations, ToolContext, tool
-from .reply import deliver_once
+from .reply import deliver_once, with_failures
 
 __all__ = ["send_user_notification"]
 
@@ -60,7 +60,7 @@ async def send_user_notification(
         message = await ctx.services.outbox.send(
             ctx.session, text, urgency=urgency, kind="notification", title=title
         )
-        return f"notified ({message.id})"
+        return with_failures(f"notified ({message.id})", message)
 
     arguments: dict[str, object] = {"text": text, "urgency": urgency, "title": title}
     return await deliver_once(ctx, "send_user_notification", arguments, send)

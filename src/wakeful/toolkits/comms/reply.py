@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 import anyio
 from pydantic import Field
 
+from ...core.records import OutboundMessage
 from ...messages import AssistantMessage, ToolMessage
 from ...safety.idempotency import arguments_fingerprint
 from ...tools.spec import ToolAnnotations, ToolContext, tool
@@ -85,10 +86,28 @@ async def reply_to_user(
         arguments["attachments"] = list(attachments)
 
     async def send() -> str:
-        await ctx.services.outbox.send(ctx.session, text, urgency=urgency, attachments=files)
-        return SENT
+        message = await ctx.services.outbox.send(
+            ctx.session, text, urgency=urgency, attachments=files
+        )
+        return with_failures(SENT, message)
 
     return await deliver_once(ctx, REPLY_TOOL, arguments, send)
+
+
+def with_failures(result: str, message: OutboundMessage) -> str:
+    """`result`, followed by what failed when a channel did not take the message (the agent
+    is told, so it does not take silence for delivery)."""
+    failed = [d for d in message.deliveries if d.state == "failed"]
+    if not failed:
+        return result
+    reached = [d.channel for d in message.deliveries if d.state != "failed"]
+    what = "; ".join(f"{d.channel} failed ({d.error})" for d in failed)
+    if reached:
+        return f"{result}, but {what}; it reached {', '.join(reached)}"
+    return (
+        f"not delivered: {what}. The message is stored and the user sees it when they open "
+        "the console; try another way only if it cannot wait."
+    )
 
 
 async def deliver_once(

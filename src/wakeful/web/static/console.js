@@ -4,6 +4,10 @@ const session = document.querySelector('meta[name="session"]').content;
 const $ = (id) => document.getElementById(id);
 const q = "?session=" + encodeURIComponent(session);
 let lastSeen = null; // the newest message of the agent shown, for the read state
+let earlier = null; // the id to page back from ("Load earlier messages"), null when none
+let lastPresence = 0; // when the page last told the runtime the user is here (ms)
+const PRESENCE_EVERY_MS = 30000;
+const INLINE_IMAGES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -70,18 +74,113 @@ function renderCard(message, card) {
   return box;
 }
 
-function addMessage(message) {
+function renderAttachments(message) {
+  // Links to the console's own copies (/api/attachments/<id>/<n>); images as thumbnails.
+  const box = el("div", null, "attachments");
+  (message.attachments || []).forEach((a, index) => {
+    const link = el("a", null, "attachment");
+    link.href = "/api/attachments/" + encodeURIComponent(message.id) + "/" + index;
+    if (INLINE_IMAGES.includes(a.type)) {
+      link.target = "_blank";
+      link.rel = "noopener";
+      const img = el("img", null, "thumbnail");
+      img.src = link.href;
+      img.alt = a.name;
+      img.title = a.name;
+      link.append(img);
+    } else {
+      link.setAttribute("download", a.name);
+      link.textContent = "📎 " + a.name + " (" + Math.max(1, Math.round(a.size / 1024)) + " KB)";
+    }
+    box.append(link);
+  });
+  return box;
+}
+
+function renderDeliveries(item, deliveries) {
+  // Where the message went: "console: read · telegram:me: failed" (the error on hover).
+  let box = item.querySelector(".deliveries");
+  if (!box) { box = el("div", null, "deliveries"); item.append(box); }
+  box.replaceChildren();
+  for (const d of deliveries || []) {
+    const span = el("span", d.channel + ": " + d.state, "delivery " + d.state);
+    span.dataset.channel = d.channel;
+    if (d.error) span.title = d.error;
+    box.append(span);
+  }
+}
+
+function showRead(item, read) {
+  item.classList.toggle("unread", !read);
+  const mark = item.querySelector(".unread-mark");
+  if (!read && !mark) item.querySelector(".who").after(el("span", "unread", "unread-mark"));
+  if (read && mark) mark.remove();
+}
+
+function renderMessage(message) {
   const item = el("li", null, message.role + " " + (message.urgency || ""));
   if (message.id) item.dataset.id = message.id;
   item.append(el("span", message.role === "user" ? "you" : "wakeful", "who"));
   item.append(el("span", message.text, "text"));
   if (message.card) item.append(renderCard(message, message.card));
-  for (const a of message.attachments || []) {
-    item.append(el("div", "📎 " + (typeof a === "string" ? a : (a.name || a.path || "attachment")), "muted"));
+  if (message.id && (message.attachments || []).length) item.append(renderAttachments(message));
+  if (message.role === "agent" && message.id) {
+    showRead(item, message.read === true);
+    renderDeliveries(item, message.deliveries);
   }
+  return item;
+}
+
+function addMessage(message) {
+  if (message.id && shown(message.id)) return; // from the stream and from a catch-up
+  const item = renderMessage(message);
   $("chat").append(item);
   item.scrollIntoView({ block: "end" });
   if (message.role === "agent" && message.id) { lastSeen = message.id; markRead(); }
+}
+
+function shown(id) {
+  return document.querySelector('#chat li[data-id="' + CSS.escape(id) + '"]');
+}
+
+async function refreshMessage(id) {
+  // A message's read state and deliveries now (a channel may have delivered or failed since).
+  const item = shown(id);
+  if (!item) return;
+  const response = await fetch("/api/messages/" + encodeURIComponent(id));
+  if (!response.ok) return;
+  const message = await response.json();
+  showRead(item, message.read);
+  renderDeliveries(item, message.deliveries);
+}
+
+function showEarlierControl() {
+  $("load-earlier").hidden = !earlier;
+}
+
+async function loadEarlier() {
+  if (!earlier) return;
+  const response = await fetch("/api/messages" + q + "&before=" + encodeURIComponent(earlier));
+  if (!response.ok) return;
+  const page = await response.json();
+  const chat = $("chat");
+  const height = chat.scrollHeight;
+  const first = chat.firstChild;
+  for (const m of page.messages) chat.insertBefore(renderMessage(m), first);
+  chat.scrollTop += chat.scrollHeight - height; // the messages read stay where they were
+  earlier = page.earlier;
+  showEarlierControl();
+}
+
+function touchPresence() {
+  // Tells the runtime the person is here, at most every 30 s, so it need not reach further.
+  if (document.visibilityState !== "visible" || Date.now() - lastPresence < PRESENCE_EVERY_MS) return;
+  lastPresence = Date.now();
+  fetch("/api/presence", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    body: JSON.stringify({ session: session }),
+  });
 }
 
 async function markRead() {
@@ -92,7 +191,14 @@ async function markRead() {
     headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
     body: JSON.stringify({ session: session, through: lastSeen }),
   });
-  if (response.ok) showUnread((await response.json()).unread);
+  if (!response.ok) return;
+  const answer = await response.json();
+  showUnread(answer.unread);
+  // Also told by the event stream, but this page may have read them before it was connected.
+  for (const id of answer.read) {
+    const item = shown(id);
+    if (item) { showRead(item, true); refreshMessage(id); }
+  }
 }
 
 function showUnread(count) {
@@ -173,15 +279,43 @@ async function showTrajectory() {
   }, "Nothing yet.");
 }
 
+async function catchUp() {
+  const response = await fetch("/api/messages" + q);
+  if (!response.ok) return;
+  for (const m of (await response.json()).messages) {
+    if (m.role === "agent" && m.id && !shown(m.id)) addMessage(m);
+  }
+}
+
+function onRead(e) {
+  // Read here or elsewhere (an IM reply): their marks go, their deliveries show where.
+  for (const id of JSON.parse(e.data).ids) {
+    const item = shown(id);
+    if (item) { showRead(item, true); refreshMessage(id); }
+  }
+  refreshState();
+}
+
 async function start() {
   const response = await fetch("/api/messages" + q);
-  if (response.ok) for (const m of await response.json()) addMessage(m);
+  if (response.ok) {
+    const page = await response.json();
+    for (const m of page.messages) addMessage(m);
+    earlier = page.earlier;
+  }
+  showEarlierControl();
+  $("load-earlier").addEventListener("click", loadEarlier);
   const events = new EventSource("/events" + q);
-  events.addEventListener("open", () => { $("live").textContent = "live"; });
+  events.addEventListener("open", () => {
+    $("live").textContent = "live";
+    // What was sent between the first fetch and now, or while the stream was down.
+    catchUp();
+  });
   events.addEventListener("error", () => { $("live").textContent = "reconnecting…"; });
   events.addEventListener("message", (e) => {
     const message = JSON.parse(e.data);
     if (message.role !== "user") addMessage(message);
+    if (message.id) setTimeout(() => refreshMessage(message.id), 300); // its deliveries
     refreshState();
   });
   $("send-form").addEventListener("submit", (e) => {
@@ -195,8 +329,16 @@ async function start() {
   $("text").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("send-form").requestSubmit(); }
   });
-  events.addEventListener("read", (e) => showUnread(JSON.parse(e.data).unread));
-  document.addEventListener("visibilitychange", markRead);
+  events.addEventListener("read", onRead);
+  events.addEventListener("deliveries", (e) => {
+    const message = JSON.parse(e.data);
+    const item = shown(message.id);
+    if (item) renderDeliveries(item, message.deliveries);
+  });
+  document.addEventListener("visibilitychange", () => { markRead(); touchPresence(); });
+  window.addEventListener("focus", touchPresence);
+  $("text").addEventListener("input", touchPresence);
+  touchPresence();
   $("stop").addEventListener("click", () => post("/api/stop"));
   $("show-trajectory").addEventListener("click", showTrajectory);
   refreshState();

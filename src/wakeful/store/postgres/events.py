@@ -1,0 +1,157 @@
+"""The events table on PostgreSQL: events in arrival order, each pending until its session
+consumed it, or filtered; the same semantics as :class:`wakeful.store.events.SqliteEvents`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC
+from typing import Any, Final
+
+import psycopg
+import psycopg.errors
+
+from ...core.records import EventStatus, StoredEvent
+from ...errors import StoreError
+from ...events import Event
+from ..events import check_status
+from .access import Connection, PostgresAccess, decode_row
+
+__all__ = ["INSERT_EVENT", "PostgresEvents", "insert_events"]
+
+INSERT_EVENT: Final = (
+    "INSERT INTO events (id, session, kind, ts, status, data) VALUES (%s, %s, %s, %s, %s, %s)"
+)
+_ID_CONSTRAINT: Final = "events_id_unique"
+
+
+def event_row(event: Event, status: str) -> tuple[str, str, str, Any, str, str]:
+    return (event.id, event.session, event.kind, event.ts.astimezone(UTC), status, event.to_json())
+
+
+async def insert_events(
+    conn: Connection, events: Sequence[Event], status: str, where: str
+) -> list[int]:
+    """Insert `events` (in the caller's transaction) and return their seqs; an id stored already
+    fails the whole write with a StoreError that names it."""
+    seqs = []
+    for event in events:
+        try:
+            cursor = await conn.execute(INSERT_EVENT + " RETURNING seq", event_row(event, status))
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != _ID_CONSTRAINT:
+                raise
+            what = f"{len(events)} events" if len(events) > 1 else "an event"
+            raise StoreError(
+                f"Could not save {what} in {where}: event {event.id} is already stored, so none "
+                "of them was saved. Give it a fresh id."
+            ) from exc
+        row = await cursor.fetchone()
+        assert row is not None
+        seqs.append(int(row[0]))
+    return seqs
+
+
+class PostgresEvents:
+    """The :class:`~wakeful.core.repositories.EventRepository` of a PostgreSQL store."""
+
+    def __init__(self, access: PostgresAccess) -> None:
+        self._access = access
+
+    async def add(self, event: Event, status: EventStatus = "pending") -> int:
+        seqs = await self.add_many([event], status)
+        return seqs[0]
+
+    async def keep(self, event: Event, status: EventStatus = "pending") -> None:
+        # PostgreSQL holds no write back for a full disk (it refuses it): a kept write is an
+        # ordinary one here.
+        await self.add_many([event], status)
+
+    async def add_many(self, events: Sequence[Event], status: EventStatus = "pending") -> list[int]:
+        check_status(status)
+        batch = list(events)
+
+        async def apply(conn: Connection) -> list[int]:
+            return await insert_events(conn, batch, status, self._access.where)
+
+        return await self._access.write(apply, f"{len(batch)} event(s)")
+
+    async def add_new(self, event: Event, status: EventStatus = "pending") -> bool:
+        stored = await self.add_new_many([(event, status)])
+        return stored[0]
+
+    async def add_new_many(self, events: Sequence[tuple[Event, EventStatus]]) -> list[bool]:
+        for _, status in events:
+            check_status(status)
+        rows = [event_row(event, status) for event, status in events]
+        if not rows:
+            return []
+
+        async def apply(conn: Connection) -> list[bool]:
+            stored = []
+            for row in rows:
+                cursor = await conn.execute(
+                    INSERT_EVENT + " ON CONFLICT ON CONSTRAINT events_id_unique DO NOTHING", row
+                )
+                stored.append(cursor.rowcount == 1)
+            return stored
+
+        return await self._access.write(apply, f"{len(rows)} event(s)")
+
+    async def count(self, session: str | None = None) -> dict[str, int]:
+        sql, params = "SELECT status, count(*) FROM events", []
+        if session is not None:
+            sql, params = sql + " WHERE session = %s", [session]
+        rows = await self._access.read(sql + " GROUP BY status", params)
+        return {status: int(n) for status, n in rows}
+
+    async def mark(self, ids: Iterable[str], status: str) -> None:
+        check_status(status)
+        targets = list(ids)
+
+        async def apply(conn: Connection) -> None:
+            await conn.execute(
+                "UPDATE events SET status = %s WHERE id = ANY(%s)", (status, targets)
+            )
+
+        await self._access.write(apply, f"the status of {len(targets)} event(s)")
+
+    async def pending(self, session: str | None = None) -> list[Event]:
+        sql = "SELECT seq, data FROM events WHERE status = 'pending'"
+        params: list[object] = []
+        if session is not None:
+            sql += " AND session = %s"
+            params.append(session)
+        rows = await self._access.read(sql + " ORDER BY seq", params)
+        return [self._event(seq, data) for seq, data in rows]
+
+    async def recent(
+        self,
+        limit: int = 50,
+        session: str | None = None,
+        after_rowid: int | None = None,
+        *,
+        status: EventStatus | None = None,
+    ) -> list[StoredEvent]:
+        where: list[str] = []
+        params: list[object] = []
+        if status is not None:
+            where.append("status = %s")
+            params.append(status)
+        if session is not None:
+            where.append("session = %s")
+            params.append(session)
+        if after_rowid is not None:
+            where.append("seq > %s")
+            params.append(after_rowid)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        order = "ASC" if after_rowid is not None else "DESC"
+        rows = await self._access.read(
+            f"SELECT seq, status, data FROM events{clause} ORDER BY seq {order} LIMIT %s",
+            [*params, max(0, limit)],
+        )
+        if after_rowid is None:
+            rows.reverse()
+        return [StoredEvent(int(seq), status, self._event(seq, data)) for seq, status, data in rows]
+
+    def _event(self, seq: int, data: str) -> Event:
+        return decode_row(self._access.where, f"event #{seq}", lambda: Event.from_json(data))

@@ -1,0 +1,97 @@
+"""The subagents table: every child agent, its tree and its result (see
+:class:`~wakeful.core.repositories.SubagentRepository`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from ..core.records import SubagentRecord, SubagentStatus
+from ..errors import UserError
+from .access import StoreAccess
+
+__all__ = ["SqliteSubagents"]
+
+_COLUMNS: Final = (
+    "id, parent, parent_call, root, depth, agent, task, mode, status, created_at, finished_at, "
+    "result, error, tokens, delivered, context_strategy"
+)
+
+
+def _record(row: Any) -> SubagentRecord:
+    values = list(row)
+    values[14] = bool(values[14])
+    return SubagentRecord(*values)
+
+
+class SqliteSubagents:
+    """The :class:`~wakeful.core.repositories.SubagentRepository` of a SQLite store."""
+
+    def __init__(self, access: StoreAccess) -> None:
+        self._access = access
+
+    async def add(self, record: SubagentRecord) -> None:
+        row = tuple(record)
+
+        def apply(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    f"INSERT INTO subagents ({_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*row[:14], int(record.delivered), row[15]),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise UserError(f"A subagent with the id {record.id} is stored already.") from exc
+
+        await self._access.write(apply, f"subagent {record.id}")
+
+    async def finish(
+        self,
+        subagent_id: str,
+        status: SubagentStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        tokens: int = 0,
+    ) -> bool:
+        now = datetime.now(UTC).isoformat()
+
+        def apply(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE subagents SET status = ?, finished_at = ?, result = ?, error = ?, "
+                "tokens = max(tokens, ?) WHERE id = ? AND status = 'running'",
+                (status, now, result, error, tokens, subagent_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._access.write(apply, f"the end of subagent {subagent_id}")
+
+    async def mark_delivered(self, subagent_id: str) -> bool:
+        def apply(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE subagents SET delivered = 1 WHERE id = ? AND delivered = 0",
+                (subagent_id,),
+            )
+            return cursor.rowcount == 1
+
+        return await self._access.write(apply, f"the result of subagent {subagent_id} delivered")
+
+    async def get(self, subagent_id: str) -> SubagentRecord | None:
+        rows = await self._select("WHERE id = ?", (subagent_id,))
+        return rows[0] if rows else None
+
+    async def children(self, parent: str) -> list[SubagentRecord]:
+        return await self._select("WHERE parent = ? ORDER BY seq", (parent,))
+
+    async def unsettled(self) -> list[SubagentRecord]:
+        return await self._select("WHERE status = 'running' OR delivered = 0 ORDER BY seq", ())
+
+    async def _select(self, where: str, params: tuple[Any, ...]) -> list[SubagentRecord]:
+        reader = self._access.reader
+        sql = f"SELECT {_COLUMNS} FROM subagents {where}"
+
+        def read() -> list[SubagentRecord]:
+            return [_record(row) for row in reader.rows(sql, params)]
+
+        return await self._access.read(read)

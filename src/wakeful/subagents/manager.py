@@ -1,0 +1,789 @@
+"""How child agents run, end and hand over their results.
+
+A child is spawned by a session's `spawn_subagent` call: its record is stored (the repository:
+the store's `subagents` table, in memory without a store), then its task reaches its own session
+as an `agent.input` event tagged `[FROM_MAIN_AGENT]`. A watcher in the runtime's task group
+follows each child until it ends:
+
+- it **returns** a result (`return_result`, checked against its agent's output schema; a result
+  that does not match is refused once with the reason, and a second bad one fails the child), or
+  goes idle with a final text, taken as its result when its agent has no schema (otherwise it is
+  reminded once to call return_result);
+- it is **cancelled** (`cancel_subagent`, a stop of its parent's call, its parent's own
+  cancellation: cancelling cascades to its children first);
+- it goes over a **limit** (wall time, tokens, its tree's tokens): it is cancelled and the
+  parent told which limit and how to raise it.
+
+The result goes to the parent once: as the result of the `spawn_subagent` call while that call
+waits (mode "sync"), otherwise as a `subagent.result` event (mode "async", "stream", a sync call
+that went to the background, or a parent whose call a restart cut off). With a store, a child
+outlives a restart: its session is recovered like any other, its watcher starts again (its wall
+time counted from its spawn), and a result stored but not yet handed over is handed over then,
+under an event id that makes a second hand-over a duplicate the store drops.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import anyio
+import jsonschema
+from anyio.abc import TaskGroup
+
+from ..collab import (
+    CallContextSettings,
+    ContextRecord,
+    ManualShare,
+    ParentView,
+    prepare_child_context,
+)
+from ..core.channel import source_event_id
+from ..core.records import SubagentMode, SubagentRecord, SubagentStatus
+from ..core.repositories import SubagentRepository
+from ..errors import UserError
+from ..events import (
+    AGENT_INPUT,
+    AGENT_INTERRUPT,
+    SUBAGENT_PROGRESS,
+    SUBAGENT_QUESTION,
+    SUBAGENT_RESULT,
+    Event,
+    Source,
+)
+from ..messages import Message
+from ..models.base import Model
+from .definitions import AgentDefinition
+from .limits import SubagentLimits
+
+__all__ = [
+    "MemorySubagents",
+    "SubagentError",
+    "SubagentHost",
+    "Subagents",
+    "new_subagent_id",
+]
+
+log = logging.getLogger(__name__)
+
+# How often a watcher looks at a running child's tokens.
+CHECK_SECONDS = 0.5
+# A child's id, which is also its session's.
+_CHILD_ID = re.compile(r"sub_[0-9a-f]{8}")
+
+
+# Where the events for a parent that is not a runtime session go (an MCP client).
+ParentInbox = Callable[[Event], Awaitable[None]]
+
+
+class SubagentError(UserError):
+    """A request about subagents that cannot be carried out; the message says why and what to
+    do instead (it becomes the tool's error)."""
+
+
+def new_subagent_id() -> str:
+    return f"sub_{secrets.token_hex(4)}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class SubagentHost(Protocol):
+    """What the manager needs from the runtime."""
+
+    async def deliver(self, event: Event) -> None:
+        """Store an event and hand it to its session (a duplicate id is dropped)."""
+        ...
+
+    def tokens_of(self, session: str) -> int:
+        """Model tokens the session used in this run (0 when it is not loaded)."""
+        ...
+
+    def is_idle(self, session: str) -> bool:
+        """Whether the session has nothing pending and nothing running."""
+        ...
+
+    def last_text(self, session: str) -> str:
+        """The session's last assistant text ("" when none)."""
+        ...
+
+    def messages(self, session: str) -> Sequence[Message]:
+        """The session's trajectory so far (empty when it is not loaded)."""
+        ...
+
+    def wait_settled(self) -> Awaitable[None]:
+        """Until some session or task next settles."""
+        ...
+
+    def changed(self) -> None:
+        """Tell those waiting for the runtime to settle that a child's state changed."""
+        ...
+
+
+@dataclass
+class MemorySubagents:
+    """The :class:`~wakeful.core.repositories.SubagentRepository` of a runtime without a store."""
+
+    _records: dict[str, SubagentRecord] = field(default_factory=dict)
+
+    async def add(self, record: SubagentRecord) -> None:
+        if record.id in self._records:
+            raise UserError(f"A subagent with the id {record.id} is stored already.")
+        self._records[record.id] = record
+
+    async def finish(
+        self,
+        subagent_id: str,
+        status: SubagentStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        tokens: int = 0,
+    ) -> bool:
+        record = self._records.get(subagent_id)
+        if record is None or record.status != "running":
+            return False
+        self._records[subagent_id] = record._replace(
+            status=status,
+            finished_at=_now(),
+            result=result,
+            error=error,
+            tokens=max(record.tokens, tokens),
+        )
+        return True
+
+    async def mark_delivered(self, subagent_id: str) -> bool:
+        record = self._records.get(subagent_id)
+        if record is None or record.delivered:
+            return False
+        self._records[subagent_id] = record._replace(delivered=True)
+        return True
+
+    async def get(self, subagent_id: str) -> SubagentRecord | None:
+        return self._records.get(subagent_id)
+
+    async def children(self, parent: str) -> list[SubagentRecord]:
+        return [r for r in self._records.values() if r.parent == parent]
+
+    async def unsettled(self) -> list[SubagentRecord]:
+        return [r for r in self._records.values() if r.status == "running" or not r.delivered]
+
+
+@dataclass
+class _Child:
+    """What the manager keeps in memory about one running child."""
+
+    record: SubagentRecord
+    definition: AgentDefinition
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    attached: bool = False  # a sync spawn call is waiting for the result
+    taken: bool = False  # that call has it (or was stopped): no event to hand over
+    bad_results: int = 0
+    reminded: bool = False
+    question: tuple[anyio.Event, list[str]] | None = None
+    last_message: str = ""
+
+
+class Subagents:
+    """The children of every session of a runtime; see the module docs."""
+
+    def __init__(
+        self,
+        definitions: Mapping[str, AgentDefinition],
+        *,
+        limits: SubagentLimits | None = None,
+        repository: SubagentRepository | None = None,
+        context_model: Model | None = None,
+    ) -> None:
+        self.definitions = dict(definitions)
+        # The model that writes a child's context under the llm strategy (None: that strategy
+        # is refused, and adaptive selection never picks it).
+        self.context_model = context_model
+        self.limits = limits or SubagentLimits()
+        self.repository: SubagentRepository = repository or MemorySubagents()
+        self._host: SubagentHost | None = None
+        self._tg: TaskGroup | None = None
+        self._children: dict[str, _Child] = {}  # running, and ended ones not yet handed over
+        # The children of this run not yet handed over and ended (others: the repository).
+        self._records: dict[str, SubagentRecord] = {}
+        # Per delegation tree, the tokens of its children that ended in this run.
+        self._ended_tokens: dict[str, int] = {}
+        # Parents that are not sessions of the runtime (a client of the collaboration MCP
+        # server), by session id: their children's questions, progress and results go here.
+        self.outside_parents: dict[str, ParentInbox] = {}
+
+    # --- the runtime's side ---------------------------------------------------------------------
+
+    async def restore(self) -> None:
+        """Take up the children a previous run left (running, or ended with a result not yet
+        handed over), before their sessions are recovered."""
+        for record in await self.repository.unsettled():
+            definition = self.definitions.get(record.agent)
+            self._records[record.id] = record
+            if definition is None:
+                await self._end(
+                    record.id,
+                    "failed",
+                    error=f"its agent {record.agent!r} is no longer defined",
+                    record=record,
+                )
+                continue
+            child = _Child(record, definition)
+            if record.status != "running":
+                child.ended.set()
+            self._children[record.id] = child
+
+    async def start(self, host: SubagentHost, tg: TaskGroup) -> None:
+        """Follow the children from now on (those :meth:`restore` took up too)."""
+        self._host, self._tg = host, tg
+        for child in list(self._children.values()):
+            tg.start_soon(self._watch, child, name=f"subagent {child.record.id}")
+
+    def child(self, session: str) -> tuple[SubagentRecord, AgentDefinition] | None:
+        """The record and agent of the child whose session this is, if it is one."""
+        record = self._records.get(session)
+        if record is None:
+            return None
+        definition = self.definitions.get(record.agent)
+        return None if definition is None else (record, definition)
+
+    async def load(self, session: str) -> tuple[SubagentRecord, AgentDefinition] | None:
+        """The same, looking in the repository for a child of an earlier run."""
+        found = self.child(session)
+        if found is not None or not session.startswith("sub_"):
+            return found
+        record = await self.repository.get(session)
+        if record is None:
+            return None
+        self._records[record.id] = record
+        return self.child(session)
+
+    # --- the parent's side ----------------------------------------------------------------------
+
+    async def spawn(
+        self,
+        parent: str,
+        call_id: str,
+        *,
+        agent: str,
+        task: str,
+        mode: SubagentMode,
+        share: ManualShare | None = None,
+        call: CallContextSettings | None = None,
+    ) -> tuple[SubagentRecord, ContextRecord]:
+        """Start a child of `parent` on `task`, with what its context strategy shares of the
+        parent's conversation (see :mod:`wakeful.collab`); the child's record and how its
+        context was chosen. SubagentError when the agent is unknown, a limit would be passed or
+        the context cannot be made as asked."""
+        host, tg = self._running()
+        definition = self.definitions.get(agent)
+        if definition is None:
+            names = ", ".join(sorted(self.definitions)) or "none are defined"
+            raise SubagentError(
+                f"There is no agent named {agent!r}; the agents are: {names}. Define more with "
+                "[[agents]] in wakeful.toml or an agents/<name>/AGENT.md folder."
+            )
+        parent_record = self._records.get(parent)
+        depth = parent_record.depth + 1 if parent_record else 1
+        subagent_id = new_subagent_id()
+        # A tree is one delegation: a top-level session's child and all its descendants.
+        root = parent_record.root if parent_record else subagent_id
+        limits = self.limits
+        if depth > limits.max_depth:
+            raise SubagentError(
+                f"A child here would be at depth {depth}, over the limit of {limits.max_depth} "
+                "(subagents.max_depth): do this part yourself, or hand it back to your parent."
+            )
+        running = [c.record for c in self._children.values() if c.record.status == "running"]
+        mine = [r for r in running if r.parent == parent]
+        if len(mine) >= limits.max_children:
+            raise SubagentError(
+                f"{len(mine)} of your children are running, the most at once "
+                f"(subagents.max_children = {limits.max_children}): wait for one to finish "
+                "(list_subagents), or cancel one."
+            )
+        tree = [r for r in running if r.root == root]
+        if len(tree) >= limits.max_tree:
+            raise SubagentError(
+                f"{len(tree)} children of this tree are running, the most at once "
+                f"(subagents.max_tree = {limits.max_tree}): wait for some to finish."
+            )
+        used = self.tree_tokens(root)
+        if used >= limits.max_tokens_per_tree:
+            raise SubagentError(
+                f"The children of this tree used {used:,} tokens, the limit "
+                f"(subagents.max_tokens_per_tree = {limits.max_tokens_per_tree:,}): finish "
+                "the work yourself."
+            )
+        try:
+            view = ParentView.from_trajectory(task, host.messages(parent))
+            prepared = await prepare_child_context(
+                view,
+                definition.context,
+                call=call,
+                share=share,
+                model=self.context_model,
+            )
+        except UserError as exc:
+            raise SubagentError(str(exc)) from exc
+        record = SubagentRecord(
+            id=subagent_id,
+            parent=parent,
+            parent_call=call_id,
+            root=root,
+            depth=depth,
+            agent=agent,
+            task=task,
+            mode=mode,
+            status="running",
+            created_at=_now(),
+            context_strategy=prepared.record.strategy,
+        )
+        await self.repository.add(record)
+        child = _Child(record, definition, attached=mode == "sync")
+        self._children[record.id] = child
+        self._records[record.id] = record
+        await host.deliver(
+            Event(
+                kind=AGENT_INPUT,
+                source=Source(type="agent", id=parent),
+                content=prepared.text,
+                # The blocks carry their own source tags ([FROM_MAIN_AGENT], [FROM_USER], …).
+                context={"from": "parent", "subagent": record.id, "mode": mode, "tagged": True},
+                session=record.id,
+            )
+        )
+        tg.start_soon(self._watch, child, name=f"subagent {record.id}")
+        return record, prepared.record
+
+    async def wait(self, subagent_id: str) -> SubagentRecord:
+        """Until the child ends (a sync spawn call); its final record, marked handed over. A
+        cancelled wait (the parent's call stopped) cancels the child."""
+        child = self._children.get(subagent_id)
+        if child is None:
+            raise SubagentError(f"No child {subagent_id} is running.")
+        child.attached = True
+        try:
+            await child.ended.wait()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if child.record.status == "running":
+                    await self.cancel(subagent_id, "its parent's call was stopped")
+            raise
+        finally:
+            child.taken = True
+            child.attached = False
+        record = child.record
+        await self.repository.mark_delivered(record.id)
+        self._forget(record.id)
+        if self._host is not None:
+            self._host.changed()
+        return record
+
+    async def message(self, parent: str, subagent_id: str, text: str) -> str:
+        """Send the child a message: the answer to its open question, or a new input."""
+        child = await self._own(parent, subagent_id)
+        if child.record.status != "running":
+            raise SubagentError(
+                f"{subagent_id} has ended ({child.record.status}); it cannot take messages. "
+                "Spawn a new one if there is more to do."
+            )
+        if child.question is not None:
+            answered, answers = child.question
+            answers.append(text)
+            answered.set()
+            return f"answered the question of {subagent_id}"
+        host, _ = self._running()
+        await host.deliver(
+            Event(
+                kind=AGENT_INPUT,
+                source=Source(type="agent", id=parent),
+                content=text,
+                context={"from": "parent", "subagent": subagent_id},
+                session=subagent_id,
+            )
+        )
+        return f"sent to {subagent_id}"
+
+    async def cancel(self, subagent_id: str, reason: str, *, parent: str | None = None) -> str:
+        """Cancel a child and, first, its own children; what happened, in a line."""
+        record = (await self._own(parent, subagent_id)).record
+        if record.status != "running":
+            return f"{subagent_id} had already ended ({record.status}); nothing to cancel"
+        cascaded = 0
+        for grandchild in [c for c in self._children.values() if c.record.parent == subagent_id]:
+            if grandchild.record.status == "running":
+                # Its parent stops too: nobody is left to read its ending.
+                grandchild.taken = True
+                await self.cancel(grandchild.record.id, f"its parent {subagent_id} was cancelled")
+                await self.repository.mark_delivered(grandchild.record.id)
+                cascaded += 1
+        ended = await self._end(subagent_id, "cancelled", error=reason)
+        if ended:
+            host, _ = self._running()
+            await host.deliver(
+                Event(
+                    kind=AGENT_INTERRUPT,
+                    source=Source(type="agent", id=record.parent),
+                    content=f"Cancelled by your parent: {reason}. Stop now.",
+                    context={"from": "parent", "subagent": subagent_id},
+                    session=subagent_id,
+                )
+            )
+        more = f", with {cascaded} of its children" if cascaded else ""
+        return f"cancelled {subagent_id}{more}"
+
+    def tree_tokens(self, root: str) -> int:
+        """Tokens one delegation tree used: its ended children's, and its running ones' so far."""
+        host = self._host
+        total = self._ended_tokens.get(root, 0)
+        for child in self._children.values():
+            record = child.record
+            if record.root == root and record.status == "running":
+                live = host.tokens_of(record.id) if host is not None else 0
+                total += max(record.tokens, live)
+        return total
+
+    async def listing(self, parent: str) -> list[dict[str, Any]]:
+        """The children of `parent`, oldest first: status, tokens, last message."""
+        host = self._host
+        out = []
+        for record in await self.repository.children(parent):
+            record = self._records.get(record.id, record)
+            child = self._children.get(record.id)
+            tokens = max(record.tokens, host.tokens_of(record.id) if host else 0)
+            last = (child.last_message if child else "") or (
+                host.last_text(record.id) if host else ""
+            )
+            out.append(
+                {
+                    "id": record.id,
+                    "agent": record.agent,
+                    "mode": record.mode,
+                    "status": record.status,
+                    "tokens": tokens,
+                    "task": _cut(record.task, 200),
+                    "last_message": _cut(last, 300),
+                    **({"error": record.error} if record.error else {}),
+                    **({"result": _cut(record.result, 300)} if record.result else {}),
+                }
+            )
+        return out
+
+    # --- the child's side -----------------------------------------------------------------------
+
+    async def return_result(self, session: str, result: Any) -> str:
+        """The child `session` hands back `result`; a result its schema refuses raises
+        SubagentError (once; a second bad one fails the child)."""
+        child = self._children.get(session)
+        if child is None or child.record.status != "running":
+            raise SubagentError("This session is not a running subagent; there is no parent.")
+        problem = schema_problem(child.definition, result)
+        if problem is not None:
+            child.bad_results += 1
+            if child.bad_results >= 2:
+                await self._end(
+                    session,
+                    "failed",
+                    error=f"its result did not match its schema twice: {problem}",
+                )
+                return "failed: the result did not match the schema again; your parent is told"
+            raise SubagentError(
+                f"The result does not match your output schema: {problem}. Fix it and call "
+                "return_result again (once more only)."
+            )
+        await self._end(session, "done", result=json.dumps(result, ensure_ascii=False))
+        return "returned to your parent; stop here"
+
+    async def ask(self, session: str, question: str) -> str:
+        """The child asks its parent and waits for the answer (at most
+        `answer_timeout_seconds`)."""
+        child = self._children.get(session)
+        if child is None or child.record.status != "running":
+            raise SubagentError("This session is not a running subagent; there is no parent.")
+        host, _ = self._running()
+        answered, answers = anyio.Event(), list[str]()
+        child.question = (answered, answers)
+        try:
+            await self._to_parent(
+                host,
+                Event(
+                    kind=SUBAGENT_QUESTION,
+                    source=Source(type="agent", id=session),
+                    content=question,
+                    context={"subagent": session, "agent": child.record.agent},
+                    session=child.record.parent,
+                ),
+            )
+            with anyio.move_on_after(self.limits.answer_timeout_seconds):
+                await answered.wait()
+        finally:
+            child.question = None
+        if not answers:
+            return (
+                f"No answer from your parent in {self.limits.answer_timeout_seconds:g} s. Go on "
+                "with the most conservative choice, and say in your result what you assumed."
+            )
+        return str(answers[0])
+
+    async def progress(self, session: str, text: str) -> str:
+        """The child reports progress: an event for a streaming parent, noted otherwise."""
+        child = self._children.get(session)
+        if child is None or child.record.status != "running":
+            raise SubagentError("This session is not a running subagent; there is no parent.")
+        child.last_message = text
+        if child.record.mode != "stream":
+            return "noted (your parent sees it in list_subagents)"
+        host, _ = self._running()
+        await self._to_parent(
+            host,
+            Event(
+                kind=SUBAGENT_PROGRESS,
+                source=Source(type="agent", id=session),
+                content=text,
+                context={"subagent": session, "agent": child.record.agent},
+                session=child.record.parent,
+            ),
+        )
+        return "sent to your parent"
+
+    # --- internals ------------------------------------------------------------------------------
+
+    async def _to_parent(self, host: SubagentHost, event: Event) -> None:
+        """Hand an event to the parent it names: a runtime session, or an outside parent."""
+        outside = self.outside_parents.get(event.session or "")
+        if outside is not None:
+            await outside(event)
+        else:
+            await host.deliver(event)
+
+    def _running(self) -> tuple[SubagentHost, TaskGroup]:
+        if self._host is None or self._tg is None:
+            raise SubagentError("Subagents run only inside a running runtime.")
+        return self._host, self._tg
+
+    async def _own(self, parent: str | None, subagent_id: str) -> _Child:
+        """The child `subagent_id` of `parent` (any parent's for None), running or ended (an
+        ended one from the repository); SubagentError when there is none."""
+        child = self._children.get(subagent_id)
+        record = child.record if child else self._records.get(subagent_id)
+        if record is None and _CHILD_ID.fullmatch(subagent_id):
+            record = await self.repository.get(subagent_id)
+        if record is None or (parent is not None and record.parent != parent):
+            raise SubagentError(
+                f"You have no child {subagent_id}; list_subagents shows the ones you spawned."
+            )
+        if child is None:
+            child = _Child(record, self.definitions[record.agent])
+            child.ended.set()
+        return child
+
+    async def _end(
+        self,
+        subagent_id: str,
+        status: SubagentStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        record: SubagentRecord | None = None,
+    ) -> bool:
+        """Record how the child ended (the first ending wins) and wake its waiter."""
+        host = self._host
+        tokens = host.tokens_of(subagent_id) if host is not None else 0
+        ended = await self.repository.finish(
+            subagent_id, status, result=result, error=error, tokens=tokens
+        )
+        if not ended:
+            return False
+        known = record or self._records.get(subagent_id)
+        if known is not None:
+            self._ended_tokens[known.root] = self._ended_tokens.get(known.root, 0) + max(
+                known.tokens, tokens
+            )
+            final = known._replace(
+                status=status,
+                result=result,
+                error=error,
+                finished_at=_now(),
+                tokens=max(known.tokens, tokens),
+            )
+            self._records[subagent_id] = final
+            child = self._children.get(subagent_id)
+            if child is not None:
+                child.record = final
+                child.ended.set()
+        if status != "cancelled":  # a cancellation cascades by itself, children first
+            for orphan in self._running_children(subagent_id):
+                self._children[orphan.id].taken = True  # its parent will not read its ending
+                await self.cancel(orphan.id, f"its parent {subagent_id} ended ({status})")
+                await self.repository.mark_delivered(orphan.id)
+        return True
+
+    async def _watch(self, child: _Child) -> None:
+        """Follow one child until it ends (limits, idling without a result), then hand its
+        result to the parent unless a sync call is waiting for it."""
+        host, _ = self._running()
+        record = child.record
+        definition = child.definition
+        limit_seconds = definition.max_seconds or self.limits.max_seconds
+        limit_tokens = min(
+            definition.max_tokens or self.limits.max_tokens_per_child,
+            self.limits.max_tokens_per_child,
+        )
+        started = datetime.fromisoformat(record.created_at)
+        while not child.ended.is_set():
+            elapsed = (datetime.now(UTC) - started).total_seconds()
+            if elapsed >= limit_seconds:
+                await self.cancel(
+                    record.id,
+                    f"it ran {elapsed:.1f} s, over its wall time of {limit_seconds:g} s "
+                    "(max_seconds of the agent, or subagents.max_seconds)",
+                )
+                break
+            with anyio.move_on_after(min(CHECK_SECONDS, limit_seconds - elapsed)):
+                await host.wait_settled()
+            if child.ended.is_set():
+                break
+            tokens = host.tokens_of(record.id)
+            if tokens > limit_tokens:
+                await self.cancel(
+                    record.id,
+                    f"it used {tokens:,} tokens, over its limit of {limit_tokens:,} "
+                    "(max_tokens of the agent, or subagents.max_tokens_per_child)",
+                )
+                break
+            if self.tree_tokens(record.root) > self.limits.max_tokens_per_tree:
+                await self.cancel(
+                    record.id,
+                    f"its tree used over {self.limits.max_tokens_per_tree:,} tokens "
+                    "(subagents.max_tokens_per_tree)",
+                )
+                break
+            if host.is_idle(record.id) and not self._running_children(record.id):
+                await self._idle_without_result(child)
+        await child.ended.wait()
+        if child.attached:
+            return  # the spawn call hands it over
+        if not child.taken:
+            await self._hand_over(child.record)
+        self._forget(record.id)
+        host.changed()
+
+    def _forget(self, subagent_id: str) -> None:
+        """Drop an ended child whose ending went where it goes (the repository keeps it)."""
+        self._children.pop(subagent_id, None)
+        if not any(r.parent == subagent_id for r in self._records.values()):
+            self._records.pop(subagent_id, None)
+
+    def busy(self) -> bool:
+        """Whether a child is running or has a result its parent does not have yet."""
+        return any(not c.taken for c in self._children.values())
+
+    def _running_children(self, parent: str) -> list[SubagentRecord]:
+        return [
+            c.record
+            for c in self._children.values()
+            if c.record.parent == parent and c.record.status == "running"
+        ]
+
+    async def _idle_without_result(self, child: _Child) -> None:
+        """The child stopped without return_result: its final text is its result when it needs
+        no schema (or matches it); otherwise it is reminded once, then failed."""
+        host, _ = self._running()
+        text = host.last_text(child.record.id).strip()
+        value: Any = text
+        if child.definition.output_schema is not None:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = None
+        if text and value is not None and schema_problem(child.definition, value) is None:
+            await self._end(child.record.id, "done", result=json.dumps(value, ensure_ascii=False))
+            return
+        if child.reminded:
+            await self._end(
+                child.record.id,
+                "failed",
+                error="it stopped without returning a result"
+                + (f"; its last words: {_cut(text, 300)}" if text else ""),
+            )
+            return
+        child.reminded = True
+        await host.deliver(
+            Event(
+                kind=AGENT_INPUT,
+                source=Source(type="agent", id=child.record.parent),
+                content=(
+                    "You stopped without returning a result. Call return_result now with your "
+                    "result"
+                    + (" matching your output schema." if child.definition.output_schema else ".")
+                ),
+                context={"from": "parent", "subagent": child.record.id},
+                session=child.record.id,
+            )
+        )
+
+    async def _hand_over(self, record: SubagentRecord) -> None:
+        """Hand the child's ending to its parent as a `subagent.result` event, once."""
+        host, _ = self._running()
+        if record.delivered:
+            return
+        parent = self._records.get(record.parent)
+        parent_gone = parent is None and _CHILD_ID.fullmatch(record.parent) is not None
+        if parent_gone or (parent is not None and parent.status != "running"):
+            # Its parent is a child that ended (or was cancelled) meanwhile: nobody is there to
+            # read it, and waking that session for it would run a turn after it was stopped.
+            await self.repository.mark_delivered(record.id)
+            return
+        await self._to_parent(
+            host,
+            Event(
+                id=source_event_id("subagent", record.id),
+                kind=SUBAGENT_RESULT,
+                source=Source(type="agent", id=record.id),
+                content=describe_ending(record),
+                context={
+                    "subagent": record.id,
+                    "agent": record.agent,
+                    "status": record.status,
+                    "call_id": record.parent_call,
+                },
+                session=record.parent,
+            ),
+        )
+        await self.repository.mark_delivered(record.id)
+
+
+def schema_problem(definition: AgentDefinition, value: Any) -> str | None:
+    """Why `value` does not match the agent's output schema, or None."""
+    schema = definition.output_schema
+    if schema is None:
+        return None
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(value)
+    )
+    if error is None:
+        return None
+    where = "/".join(map(str, error.absolute_path)) or "the result"
+    return f"{where}: {error.message}"
+
+
+def describe_ending(record: SubagentRecord) -> str:
+    """How a child ended, for its parent: its result, or why it has none."""
+    head = f"Subagent {record.id} ({record.agent}) "
+    if record.status == "done":
+        return head + f"returned: {record.result}"
+    if record.status == "cancelled":
+        return head + f"was cancelled: {record.error}. It has no result."
+    return head + f"failed: {record.error}. It has no result."
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
