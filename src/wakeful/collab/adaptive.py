@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from ..discovery.tokenize import STOPWORDS
 from .child_context import ConcreteStrategy
 from .parent_view import ManualShare, ParentView
 from .redaction import Redactor
@@ -53,87 +54,11 @@ def _found(phrases: tuple[str, ...], text: str) -> list[str]:
     return found
 
 
-# Words too common to show that a task builds on the conversation.
-_COMMON_WORDS: Final = frozenset(
-    [
-        "about",
-        "above",
-        "after",
-        "again",
-        "also",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "could",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "from",
-        "further",
-        "have",
-        "having",
-        "here",
-        "into",
-        "just",
-        "more",
-        "most",
-        "other",
-        "over",
-        "same",
-        "should",
-        "some",
-        "such",
-        "than",
-        "that",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "under",
-        "until",
-        "very",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "will",
-        "with",
-        "would",
-        "your",
-        "yours",
-        "please",
-        "need",
-        "want",
-        "make",
-        "find",
-        "write",
-        "tell",
-        "send",
-        "check",
-        "list",
-        "help",
-        "give",
-        "take",
-        "like",
-        "know",
-        "today",
-        "tomorrow",
-        "next",
-        "week",
-        "user",
-        "agent",
-        "task",
-    ]
+# Words too common to show that a task builds on the conversation: the discovery index's stop
+# words, and the words of delegation itself.
+_COMMON_WORDS: Final = STOPWORDS | frozenset(
+    {"agent", "check", "list", "next", "send", "take", "task", "today", "tomorrow", "user"}
+    | {"week", "write"}
 )
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
 

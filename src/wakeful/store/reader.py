@@ -29,6 +29,7 @@ from ..core.records import (
 from ..errors import StoreError, UserError
 from ..events import Event
 from ..messages import Message, message_from_json
+from .event_query import recent_events_query
 from .schema import MIGRATIONS, check_not_newer, connect, not_a_store, read_schema_version
 
 __all__ = [
@@ -144,23 +145,10 @@ class StoreReader:
 
         To tail, pass the rowid of the last event you saw as `after_rowid`.
         """
-        where: list[str] = []
-        params: list[Any] = []
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
-        if session is not None:
-            where.append("session = ?")
-            params.append(session)
-        if after_rowid is not None:
-            where.append("seq > ?")
-            params.append(after_rowid)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
-        order = "ASC" if after_rowid is not None else "DESC"
-        rows = self._rows(
-            f"SELECT seq, status, data FROM events{clause} ORDER BY seq {order} LIMIT ?",
-            [*params, max(0, limit)],
+        sql, params = recent_events_query(
+            limit, session=session, after_rowid=after_rowid, status=status, mark="?"
         )
+        rows = self._rows(sql, params)
         if after_rowid is None:
             rows.reverse()
         return [StoredEvent(seq, status, self._event(seq, data)) for seq, status, data in rows]

@@ -188,6 +188,7 @@ class _Child:
     bad_results: int = 0
     reminded: bool = False
     question: tuple[anyio.Event, list[str]] | None = None
+    question_text: str = ""
     last_message: str = ""
 
 
@@ -440,6 +441,11 @@ class Subagents:
         more = f", with {cascaded} of its children" if cascaded else ""
         return f"cancelled {subagent_id}{more}"
 
+    def open_question(self, subagent_id: str) -> str | None:
+        """The question the child is waiting to have answered (ask_parent), or None."""
+        child = self._children.get(subagent_id)
+        return child.question_text if child is not None and child.question else None
+
     def tree_tokens(self, root: str) -> int:
         """Tokens one delegation tree used: its ended children's, and its running ones' so far."""
         host = self._host
@@ -510,7 +516,7 @@ class Subagents:
             raise SubagentError("This session is not a running subagent; there is no parent.")
         host, _ = self._running()
         answered, answers = anyio.Event(), list[str]()
-        child.question = (answered, answers)
+        child.question, child.question_text = (answered, answers), question
         try:
             await self._to_parent(
                 host,
@@ -525,7 +531,7 @@ class Subagents:
             with anyio.move_on_after(self.limits.answer_timeout_seconds):
                 await answered.wait()
         finally:
-            child.question = None
+            child.question, child.question_text = None, ""
         if not answers:
             return (
                 f"No answer from your parent in {self.limits.answer_timeout_seconds:g} s. Go on "

@@ -563,3 +563,40 @@ async def test_an_answer_from_the_channels_wins_over_a_pending_elicitation(tmp_p
     assert result.structured_content is not None
     assert result.structured_content["choice"] == "deny"
     assert result.structured_content["reason"] == "not today"
+
+
+async def test_a_childs_question_reaches_the_client_and_its_answer_the_child(
+    tmp_path: Path,
+) -> None:
+    """The client is the parent: the child's ask_parent ends the client's wait_subagent with the
+    question (no runtime session is woken for it), and send_message_to_subagent answers it."""
+
+    async def play(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
+        system = messages[0]
+        assert isinstance(system, SystemMessage) and "You are a subagent" in system.content
+        asked = [m for m in messages if getattr(m, "name", "") == "ask_parent"]
+        if not asked:
+            return use(call("ask_parent", question="Which year: 2024 or 2025?"))
+        if not any(getattr(m, "name", "") == "return_result" for m in messages):
+            answer = str(asked[0].content)
+            return use(call("return_result", result={"answer": f"revenue of {answer}"}))
+        return say("")
+
+    async with served(tmp_path, FunctionModel(play)) as (rt, server), Client(server) as client:
+        with anyio.fail_after(20):
+            spawned = await client.call_tool(
+                "spawn_subagent",
+                {"agent": "researcher", "task": "Revenue of ACME?", "mode": "async"},
+            )
+            child = json.loads(text_of(spawned))["subagent_id"]
+            waited = await client.call_tool(
+                "wait_subagent", {"subagent_id": child, "timeout_seconds": 10}
+            )
+            assert text_of(waited).startswith(f'{child} asks: "Which year: 2024 or 2025?"')
+            answered = await client.call_tool(
+                "send_message_to_subagent", {"subagent_id": child, "text": "2025"}
+            )
+            assert text_of(answered) == f"answered the question of {child}"
+            done = await client.call_tool("wait_subagent", {"subagent_id": child})
+        assert 'returned: {"answer": "revenue of 2025"}' in text_of(done)
+        assert no_mcp_sessions(rt)

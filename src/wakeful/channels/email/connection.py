@@ -275,10 +275,11 @@ def _header_values(text: str) -> list[str]:
     return values
 
 
-def tls_context(settings: EmailChannelSettings) -> ssl.SSLContext | None:
-    """The TLS context for the settings (None for plain text); ConfigError when the CA file
-    cannot be read."""
-    if settings.tls == "plain":
+def tls_context(settings: EmailChannelSettings, mode: str | None = None) -> ssl.SSLContext | None:
+    """The TLS context for the settings' IMAP connection, or for the given `mode` (the SMTP
+    side's `smtp_security`); None for plain text; ConfigError when the CA file cannot be
+    read."""
+    if (mode or settings.tls) == "plain":
         return None
     try:
         return imap.tls_context(settings.tls_ca_file)

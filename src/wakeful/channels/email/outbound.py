@@ -33,10 +33,9 @@ from urllib.parse import quote
 import anyio.to_thread
 from pydantic import ValidationError
 
-from ... import imap
 from ...core.channel import ChannelContext
 from ...core.records import OutboundMessage
-from ...errors import ConfigError, WakefulError
+from ...errors import WakefulError
 from ...toolkits.comms.cards import Card, card_html, card_text
 from .connection import ImapConnection, ImapUnavailable, tls_context
 from .conversations import Conversation, Conversations
@@ -82,7 +81,7 @@ class EmailOutbound:
             recipient = conversation.address
         else:
             conversation, recipient = None, settings.recipient()
-        context = _smtp_tls_context(settings)
+        context = tls_context(settings, settings.smtp_security)
         copy_id = email.utils.make_msgid(domain=sender.rpartition("@")[2])
         mail = await anyio.to_thread.run_sync(
             lambda: copy_mail(
@@ -235,19 +234,6 @@ def _mailto(address: str, subject: str, in_reply_to: str, body: str) -> str:
     fields = {"subject": f"Re: {subject}", "In-Reply-To": in_reply_to, "body": body}
     query = "&".join(f"{name}={quote(value, safe='')}" for name, value in fields.items())
     return f"mailto:{quote(address, safe='@')}?{query}"
-
-
-def _smtp_tls_context(settings: EmailChannelSettings) -> ssl.SSLContext | None:
-    if settings.smtp_security == "plain":
-        return None
-    try:
-        return imap.tls_context(settings.tls_ca_file)
-    except imap.CaFileUnreadable as exc:
-        raise ConfigError(
-            f"The email channel's tls_ca_file {settings.tls_ca_file} could not be read as PEM "
-            f"certificates ({exc.__cause__}). Fix the path, or remove tls_ca_file to trust the "
-            "system's CAs."
-        ) from exc.__cause__
 
 
 class _StartTlsMissing(smtplib.SMTPException):

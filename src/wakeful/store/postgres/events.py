@@ -13,6 +13,7 @@ import psycopg.errors
 from ...core.records import EventStatus, StoredEvent
 from ...errors import StoreError
 from ...events import Event
+from ..event_query import recent_events_query
 from ..events import check_status
 from .access import Connection, PostgresAccess, decode_row
 
@@ -132,23 +133,10 @@ class PostgresEvents:
         *,
         status: EventStatus | None = None,
     ) -> list[StoredEvent]:
-        where: list[str] = []
-        params: list[object] = []
-        if status is not None:
-            where.append("status = %s")
-            params.append(status)
-        if session is not None:
-            where.append("session = %s")
-            params.append(session)
-        if after_rowid is not None:
-            where.append("seq > %s")
-            params.append(after_rowid)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
-        order = "ASC" if after_rowid is not None else "DESC"
-        rows = await self._access.read(
-            f"SELECT seq, status, data FROM events{clause} ORDER BY seq {order} LIMIT %s",
-            [*params, max(0, limit)],
+        sql, params = recent_events_query(
+            limit, session=session, after_rowid=after_rowid, status=status, mark="%s"
         )
+        rows = await self._access.read(sql, params)
         if after_rowid is None:
             rows.reverse()
         return [StoredEvent(int(seq), status, self._event(seq, data)) for seq, status, data in rows]

@@ -45,7 +45,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from ...errors import ToolError
-from ...events import Event
+from ...events import SUBAGENT_QUESTION, Event
 from ...mcp.bridge import (
     BridgeServer,
     ClientConnection,
@@ -135,12 +135,25 @@ async def wait_subagent(
             f"You have no subagent {subagent_id} spawned in async mode on this connection; "
             "list_subagents shows yours (a sync one's result came with its spawn call)."
         )
-    with anyio.move_on_after(timeout_seconds):
-        result = await handle.wait()
-        if result.is_error:
-            raise ToolError(result.content)
-        return result.content
     found = ctx.services.state.get(Subagents)
+    subagents = found if isinstance(found, Subagents) else None
+    with anyio.move_on_after(timeout_seconds):
+        while True:
+            question = subagents.open_question(subagent_id) if subagents else None
+            if question is not None:
+                return (
+                    f"{subagent_id} asks: {json.dumps(question, ensure_ascii=False)}. It waits "
+                    "for your answer: send it with send_message_to_subagent, then call "
+                    "wait_subagent again."
+                )
+            async with anyio.create_task_group() as tg:
+                if isinstance(waiting, ConnectionChildren):
+                    tg.start_soon(_cancel_when, waiting.asked, tg.cancel_scope)
+                result = await handle.wait()
+                tg.cancel_scope.cancel()
+                if result.is_error:
+                    raise ToolError(result.content)
+                return result.content
     last = ""
     if isinstance(found, Subagents):
         mine = {c["id"]: c for c in await found.listing(ctx.session)}
@@ -152,6 +165,11 @@ async def wait_subagent(
     )
 
 
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
 SUBAGENT_TOOLS: tuple[Tool, ...] = (*PARENT_TOOLS, wait_subagent)
 """The subagent tools a collaboration server offers when agents are defined."""
 
@@ -159,9 +177,18 @@ SUBAGENT_TOOLS: tuple[Tool, ...] = (*PARENT_TOOLS, wait_subagent)
 @dataclass
 class ConnectionChildren:
     """The subagents one connection spawned in async mode, each with the task that waits for
-    its result (a sync spawn call that runs in the background)."""
+    its result (a sync spawn call that runs in the background), and the signal that one of its
+    children asked it something (ask_parent; wait_subagent then returns the question)."""
 
     handles: dict[str, TaskHandle] = field(default_factory=dict)
+    asked: anyio.Event = field(default_factory=anyio.Event)
+
+    async def receive(self, event: Event) -> None:
+        """The connection is its children's parent: a question wakes those waiting on them;
+        progress and results it reads through list_subagents and wait_subagent."""
+        if event.kind == SUBAGENT_QUESTION:
+            self.asked.set()
+            self.asked = anyio.Event()
 
 
 @dataclass(frozen=True)
@@ -287,8 +314,12 @@ def collaboration_server(
                 ConnectionChildren: ConnectionChildren(),
                 _Connection: _Connection(session=f"mcp:{client.id}"),
             }
+            children = state[ConnectionChildren]
             if subagents is not None:
                 state[Subagents] = subagents
+                # The connection is the parent of its children: their questions come here, not
+                # to a runtime session.
+                subagents.outside_parents[state[_Connection].session] = children.receive
             # The runtime's outbox, store and settings; the tasks and the state are the
             # connection's own (the runtime's services are not changed).
             connection_services = replace(
@@ -300,6 +331,8 @@ def collaboration_server(
                 # Its waiting subagents are cancelled with their waits (nobody is left to read
                 # their results), and its open requests are withdrawn.
                 tasks.cancel_all("the MCP connection closed")
+                if subagents is not None:
+                    subagents.outside_parents.pop(state[_Connection].session, None)
 
     return Server(
         SERVER_NAME,
