@@ -477,6 +477,11 @@ class Subagents:
                     "tokens": tokens,
                     "task": _cut(record.task, 200),
                     "last_message": _cut(last, 300),
+                    **(
+                        {"question": child.question_text}
+                        if child is not None and child.question
+                        else {}
+                    ),
                     **({"error": record.error} if record.error else {}),
                     **({"result": _cut(record.result, 300)} if record.result else {}),
                 }

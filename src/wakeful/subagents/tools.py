@@ -196,7 +196,8 @@ async def cancel_subagent(
 @tool(annotations=ToolAnnotations(read_only=True, destructive=False, idempotent=True))
 async def list_subagents(ctx: ToolContext) -> str:
     """List the subagents you spawned: id, agent, mode, status, tokens used so far, its task,
-    its last message, and its result or error once it ended.
+    its last message, the question it waits to have answered (answer it with
+    send_message_to_subagent), and its result or error once it ended.
 
     Use it to see how delegated work is going before waiting or spawning more. It shows only
     your own subagents, not theirs. Returns a JSON list, oldest first.

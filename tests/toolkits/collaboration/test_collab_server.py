@@ -593,6 +593,8 @@ async def test_a_childs_question_reaches_the_client_and_its_answer_the_child(
                 "wait_subagent", {"subagent_id": child, "timeout_seconds": 10}
             )
             assert text_of(waited).startswith(f'{child} asks: "Which year: 2024 or 2025?"')
+            [listed] = json.loads(text_of(await client.call_tool("list_subagents", {})))
+            assert listed["question"] == "Which year: 2024 or 2025?"
             answered = await client.call_tool(
                 "send_message_to_subagent", {"subagent_id": child, "text": "2025"}
             )
