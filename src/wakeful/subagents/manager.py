@@ -418,14 +418,22 @@ class Subagents:
         record = (await self._own(parent, subagent_id)).record
         if record.status != "running":
             return f"{subagent_id} had already ended ({record.status}); nothing to cancel"
-        cascaded = 0
-        for grandchild in [c for c in self._children.values() if c.record.parent == subagent_id]:
-            if grandchild.record.status == "running":
-                # Its parent stops too: nobody is left to read its ending.
-                grandchild.taken = True
-                await self.cancel(grandchild.record.id, f"its parent {subagent_id} was cancelled")
-                await self.repository.mark_delivered(grandchild.record.id)
-                cascaded += 1
+        doomed = [
+            c
+            for c in self._children.values()
+            if c.record.parent == subagent_id and c.record.status == "running"
+        ]
+        for grandchild in doomed:
+            grandchild.taken = True  # its parent stops too: nobody is left to read its ending
+        # Siblings are cancelled together, so the store commits their writes together.
+        async with anyio.create_task_group() as tg:
+            for grandchild in doomed:
+                tg.start_soon(
+                    self._cancel_orphan,
+                    grandchild.record.id,
+                    f"its parent {subagent_id} was cancelled",
+                )
+        cascaded = len(doomed)
         ended = await self._end(subagent_id, "cancelled", error=reason)
         if ended:
             host, _ = self._running()
@@ -631,11 +639,20 @@ class Subagents:
                 child.record = final
                 child.ended.set()
         if status != "cancelled":  # a cancellation cascades by itself, children first
-            for orphan in self._running_children(subagent_id):
+            orphans = self._running_children(subagent_id)
+            for orphan in orphans:
                 self._children[orphan.id].taken = True  # its parent will not read its ending
-                await self.cancel(orphan.id, f"its parent {subagent_id} ended ({status})")
-                await self.repository.mark_delivered(orphan.id)
+            async with anyio.create_task_group() as tg:
+                for orphan in orphans:
+                    tg.start_soon(
+                        self._cancel_orphan, orphan.id, f"its parent {subagent_id} ended ({status})"
+                    )
         return True
+
+    async def _cancel_orphan(self, subagent_id: str, reason: str) -> None:
+        """Cancel a child whose parent was cancelled or ended: nobody will read its ending."""
+        await self.cancel(subagent_id, reason)
+        await self.repository.mark_delivered(subagent_id)
 
     async def _watch(self, child: _Child) -> None:
         """Follow one child until it ends (limits, idling without a result), then hand its
