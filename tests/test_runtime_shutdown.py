@@ -189,8 +189,17 @@ def run_a_runtime_process_until(stop: signal.Signals, tmp_path: Path) -> int:
         )
     try:
         names = [f"{marker}-fg", f"{marker}-child"]  # the runtime's own argv holds `marker`
+
+        def running() -> bool:
+            # Seen twice, 0.2 s apart: the shell that starts the command holds both names in its
+            # own command line for a moment, before it forks and execs them.
+            if not all(map(live_processes_matching, names)):
+                return False
+            time.sleep(0.2)
+            return all(map(live_processes_matching, names))
+
         deadline = time.monotonic() + 60
-        while not all(map(live_processes_matching, names)) and time.monotonic() < deadline:
+        while not running() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert all(map(live_processes_matching, names)), _diagnosis(runtime, log)
         runtime.send_signal(stop)
