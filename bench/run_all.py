@@ -44,6 +44,8 @@ BENCHMARKS = (
     "prefix_stability",
     "delegation_context",
     "subagents",
+    "wake_across_workers",
+    "workers_scaling",
     "discovery",
 )
 # Benchmarks that live in a folder of their own, by name.
@@ -52,6 +54,8 @@ SCRIPTS = {"discovery": Path("discovery") / "run.py"}
 NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
     "loop_overhead": (("pydantic_ai", "bench"),),
     "mcp_round_trip": (("uvicorn", "test"),),
+    "wake_across_workers": (("psycopg", "postgres"),),
+    "workers_scaling": (("psycopg", "postgres"),),
 }
 
 

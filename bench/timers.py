@@ -163,14 +163,15 @@ async def service_run(plan: Schedule, with_store: bool) -> LatenessRun:
 
 
 class RecordingRuntime(Runtime):
-    """A Runtime that notes each event the moment it is submitted."""
+    """A Runtime that notes each event the moment it is handed to its session (the path a
+    timer's fire takes once the timer service has stored it; `submit` is the channels' path)."""
 
     fires: Fires | None = None
 
-    async def submit(self, event: Event) -> Decision:
+    async def _hand(self, event: Event) -> Decision:
         if self.fires is not None:
             self.fires.record(event)
-        return await super().submit(event)
+        return await super()._hand(event)
 
 
 async def runtime_run(plan: Schedule, synchronous: WriteSync) -> LatenessRun:

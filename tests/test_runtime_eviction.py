@@ -13,6 +13,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from pydantic import Field
 
+from servers.postgres import RuntimeStoreUnderTest
 from wakeful.agent.router import Decision, Router
 from wakeful.clock import FakeClock
 from wakeful.errors import UserError
@@ -41,11 +42,16 @@ def echo_model() -> FunctionModel:
     return FunctionModel(script)
 
 
-def runtime(model: Model, clock: FakeClock, store: Path | None, **kwargs: Any) -> Runtime:
+def runtime(
+    model: Model, clock: FakeClock, store: Path | RuntimeStoreUnderTest | None, **kwargs: Any
+) -> Runtime:
     options: dict[str, Any] = {"with_core_tools": False, "with_timers": False}
+    if isinstance(store, RuntimeStoreUnderTest):
+        options.update(store.options)
+    else:
+        options["store_path"] = store
     return Runtime(
         model=model,
-        store_path=store,
         clock=clock,
         evict_idle_after_seconds=EVICT_AFTER,
         **{**options, **kwargs},
@@ -63,11 +69,11 @@ def event_ids_seen(messages: Sequence[Message]) -> list[str]:
 
 
 async def test_an_idle_session_is_evicted_then_reloaded_with_its_whole_trajectory(
-    tmp_path: Path,
+    runtime_store: RuntimeStoreUnderTest,
 ) -> None:
     clock = FakeClock()
     model = echo_model()
-    async with runtime(model, clock, tmp_path / "w.db") as rt:
+    async with runtime(model, clock, runtime_store) as rt:
         await rt.submit(user_input("my name is Ada"))
         await rt.wait_idle()
         first = rt.sessions["main"]
@@ -170,11 +176,11 @@ async def test_a_session_waiting_for_an_approval_is_not_evicted(tmp_path: Path) 
 
 
 async def test_events_arriving_while_a_session_is_evicted_are_handled_once(
-    tmp_path: Path,
+    runtime_store: RuntimeStoreUnderTest,
 ) -> None:
     clock = FakeClock()
     model = echo_model()
-    async with runtime(model, clock, tmp_path / "w.db") as rt:
+    async with runtime(model, clock, runtime_store) as rt:
         await rt.submit(user_input("first"))
         await rt.wait_idle()
         first = rt.sessions["main"]

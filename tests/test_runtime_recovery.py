@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from process_probes import end_process, live_processes_matching
+from servers.postgres import RuntimeStoreUnderTest
 from wakeful.clock import FakeClock
 from wakeful.events import TIMER_TRIGGER, user_input
 from wakeful.messages import (
@@ -56,8 +57,9 @@ CHILD = textwrap.dedent(
         return say("")
 
     async def main():
-        async with Runtime(model=FunctionModel(script), store_path=sys.argv[1],
-                           workdir=sys.argv[2]) as rt:
+        store = sys.argv[1]  # a SQLite file, or a PostgreSQL database's URL
+        where = {{"store_url": store}} if "://" in store else {{"store_path": store}}
+        async with Runtime(model=FunctionModel(script), workdir=sys.argv[2], **where) as rt:
             await rt.submit(user_input("start"))
             session = rt.sessions["main"]
             while not (session.phase == "tools" and len(rt.tasks.running()) == 1
@@ -80,8 +82,9 @@ def kill_orphans() -> None:
             os.killpg(os.getpgid(pid), signal.SIGKILL)
 
 
-def crash_a_runtime_mid_task(tmp_path: Path, db: Path) -> None:
-    """Run a real runtime process until it is mid-task with events queued; SIGKILL it."""
+def crash_a_runtime_mid_task(tmp_path: Path, db: Path | str) -> None:
+    """Run a real runtime process until it is mid-task with events queued; SIGKILL it. `db`:
+    the store's file, or its PostgreSQL database's URL."""
     child = tmp_path / "child.py"
     child.write_text(CHILD)
     proc = subprocess.Popen(
@@ -101,22 +104,23 @@ def crash_a_runtime_mid_task(tmp_path: Path, db: Path) -> None:
         kill_orphans()
 
 
-def test_kill_9_mid_task_then_restart_recovers_everything(tmp_path: Path) -> None:
-    db = tmp_path / "wakeful.db"
-    crash_a_runtime_mid_task(tmp_path, db)
+def test_kill_9_mid_task_then_restart_recovers_everything(
+    tmp_path: Path, runtime_store: RuntimeStoreUnderTest
+) -> None:
+    crash_a_runtime_mid_task(tmp_path, runtime_store.location)
     seen: list[list[Message]] = []
 
     def script(msgs: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
         seen.append(list(msgs))
         return say("recovered")
 
-    anyio.run(restart_and_check, db, tmp_path, script, seen)
+    anyio.run(restart_and_check, runtime_store.options, tmp_path, script, seen)
 
 
 async def restart_and_check(
-    db: Path, tmp_path: Path, script: TurnFunction, seen: list[list[Message]]
+    db: dict[str, Any], tmp_path: Path, script: TurnFunction, seen: list[list[Message]]
 ) -> None:
-    async with Runtime(model=FunctionModel(script), store_path=db, workdir=tmp_path) as rt:
+    async with Runtime(model=FunctionModel(script), workdir=tmp_path, **db) as rt:
         await rt.wait_idle()
         msgs = rt.sessions["main"].trajectory.messages
         assert check_trajectory(msgs) == []
@@ -138,7 +142,7 @@ async def restart_and_check(
         assert states == {"echo bg": "lost"}
 
     # A second restart finds nothing left to do and changes nothing.
-    async with Runtime(model=FunctionModel(script), store_path=db, workdir=tmp_path) as rt:
+    async with Runtime(model=FunctionModel(script), workdir=tmp_path, **db) as rt:
         await rt.wait_idle()
         assert len(seen) == 1
         assert "main" not in rt.sessions  # nothing left to do: it loads on its next use
@@ -163,13 +167,12 @@ def timer_events_seen(seen: Sequence[Sequence[Message]]) -> list[str]:
 
 
 async def stop_with_due_timers(
-    db: Path, tmp_path: Path, *, sessions: int, per_session: int, with_events: bool
+    db: dict[str, Any], tmp_path: Path, *, sessions: int, per_session: int, with_events: bool
 ) -> None:
-    """A run that sets 0.5 s timers and stops before they fire (the clock does not move)."""
+    """A run that sets 0.5 s timers and stops before they fire (the clock does not move).
+    `db`: the runtime's store option (`store_path` or `store_url`)."""
     model = FunctionModel(lambda msgs, tools: say(""))
-    async with Runtime(
-        model=model, store_path=db, workdir=tmp_path, clock=FakeClock(T0), gate=None
-    ) as rt:
+    async with Runtime(model=model, workdir=tmp_path, clock=FakeClock(T0), gate=None, **db) as rt:
         assert rt.timers is not None
         for i in range(sessions):
             if with_events:
@@ -180,7 +183,7 @@ async def stop_with_due_timers(
 
 
 async def start_after_the_timers_came_due(
-    db: Path, tmp_path: Path, expected_fires: int, stored_fires: int
+    db: dict[str, Any], tmp_path: Path, expected_fires: int, stored_fires: int
 ) -> dict[str, list[Message]]:
     """Restart one second later; wait until the fires reached the agents and things settle.
 
@@ -197,10 +200,10 @@ async def start_after_the_timers_came_due(
 
     async with Runtime(
         model=FunctionModel(script),
-        store_path=db,
         workdir=tmp_path,
         clock=FakeClock(T0 + timedelta(seconds=1)),
         gate=None,
+        **db,
     ) as rt:
         store = rt.store
         assert store is not None
@@ -225,9 +228,11 @@ async def start_after_the_timers_came_due(
     return trajectories
 
 
-def test_a_timer_due_while_down_reaches_each_agent_once(tmp_path: Path) -> None:
+def test_a_timer_due_while_down_reaches_each_agent_once(
+    tmp_path: Path, runtime_store: RuntimeStoreUnderTest
+) -> None:
     async def scenario() -> None:
-        db = tmp_path / "wakeful.db"
+        db = runtime_store.options
         await stop_with_due_timers(db, tmp_path, sessions=20, per_session=1, with_events=True)
         trajectories = await start_after_the_timers_came_due(
             db, tmp_path, expected_fires=20, stored_fires=20
@@ -239,9 +244,11 @@ def test_a_timer_due_while_down_reaches_each_agent_once(tmp_path: Path) -> None:
     anyio.run(scenario)
 
 
-def test_due_timers_of_sessions_without_events_do_not_stop_the_start(tmp_path: Path) -> None:
+def test_due_timers_of_sessions_without_events_do_not_stop_the_start(
+    tmp_path: Path, runtime_store: RuntimeStoreUnderTest
+) -> None:
     async def scenario() -> None:
-        db = tmp_path / "wakeful.db"
+        db = runtime_store.options
         await stop_with_due_timers(db, tmp_path, sessions=20, per_session=10, with_events=False)
         trajectories = await start_after_the_timers_came_due(
             db, tmp_path, expected_fires=200, stored_fires=200
@@ -252,12 +259,13 @@ def test_due_timers_of_sessions_without_events_do_not_stop_the_start(tmp_path: P
     anyio.run(scenario)
 
 
-def test_recovered_sessions_that_start_new_ones_do_not_stop_the_start(tmp_path: Path) -> None:
+def test_recovered_sessions_that_start_new_ones_do_not_stop_the_start(
+    tmp_path: Path, runtime_store: RuntimeStoreUnderTest
+) -> None:
     """Recovery starts the sessions it reloaded; one may create another session meanwhile."""
-    db = tmp_path / "wakeful.db"
 
     async def scenario() -> None:
-        async with await Store.open(db) as store:  # events a killed runtime left pending
+        async with runtime_store.open() as store:  # events a killed runtime left pending
             await store.add_events([user_input(f"hello {i}", session=f"s{i}") for i in range(20)])
         runtime: Runtime | None = None
 
@@ -270,11 +278,11 @@ def test_recovered_sessions_that_start_new_ones_do_not_stop_the_start(tmp_path: 
 
         runtime = Runtime(
             model=FunctionModel(script),
-            store_path=db,
             workdir=tmp_path,
             with_core_tools=False,
             with_timers=False,
             gate=None,
+            **runtime_store.options,
         )
         async with runtime as rt:
             with anyio.fail_after(10):

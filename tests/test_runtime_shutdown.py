@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from process_probes import live_processes_matching
+from servers.postgres import RuntimeStoreUnderTest
 from wakeful.events import SYSTEM_ALERT, user_input
 from wakeful.messages import Message, UserMessage
 from wakeful.models import FunctionModel, ScriptedModel, Turn, call, say, use
@@ -53,8 +54,12 @@ async def wait_until_running(marker: str) -> None:
             await anyio.sleep(0.02)
 
 
-async def restart_and_read_the_first_request(db: Path, workdir: Path) -> list[Message]:
-    """Start a runtime on the store, let it settle, and return the first request's messages."""
+async def restart_and_read_the_first_request(
+    db: Path | RuntimeStoreUnderTest, workdir: Path
+) -> list[Message]:
+    """Start a runtime on the store (a SQLite file, or a store under test), let it settle, and
+    return the first request's messages."""
+    where = db.options if isinstance(db, RuntimeStoreUnderTest) else {"store_path": db}
     seen: list[list[Message]] = []
 
     def script(msgs: Sequence[Message], tools: Sequence[ToolDefinition]) -> Turn:
@@ -62,7 +67,7 @@ async def restart_and_read_the_first_request(db: Path, workdir: Path) -> list[Me
         return say("noted")
 
     async with Runtime(
-        model=FunctionModel(script), store_path=db, workdir=workdir, settings=NO_SANDBOX
+        model=FunctionModel(script), workdir=workdir, settings=NO_SANDBOX, **where
     ) as rt:
         with anyio.fail_after(10):
             await rt.wait_idle()
@@ -70,20 +75,23 @@ async def restart_and_read_the_first_request(db: Path, workdir: Path) -> list[Me
     return seen[0]
 
 
-async def stored_tasks(db: Path) -> list[TaskRecord]:
-    async with await Store.open(db) as store:
-        return await store.tasks()
+async def stored_tasks(db: Path | RuntimeStoreUnderTest) -> list[TaskRecord]:
+    if isinstance(db, RuntimeStoreUnderTest):
+        async with db.open() as store:
+            return await store.tasks()
+    async with await Store.open(db) as sqlite_store:
+        return await sqlite_store.tasks()
 
 
 def test_a_clean_stop_cancels_a_running_task_and_the_next_start_says_it_was_stopped(
-    tmp_path: Path,
+    tmp_path: Path, runtime_store: RuntimeStoreUnderTest
 ) -> None:
-    db = tmp_path / "wakeful.db"
+    db = runtime_store
     marker = f"wakeful-stop-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> None:
         model = start_in_background(long_command(marker))
-        async with Runtime(model=model, store_path=db, workdir=tmp_path, settings=NO_SANDBOX) as rt:
+        async with Runtime(model=model, workdir=tmp_path, settings=NO_SANDBOX, **db.options) as rt:
             await rt.submit(user_input("start it"))
             await wait_until_running(marker)
             (task,) = rt.tasks.running()
@@ -106,7 +114,7 @@ def test_a_clean_stop_cancels_a_running_task_and_the_next_start_says_it_was_stop
         (record,) = await stored_tasks(db)
         assert record.state == "cancelled"
         async with Runtime(
-            model=ScriptedModel([]), store_path=db, workdir=tmp_path, settings=NO_SANDBOX
+            model=ScriptedModel([]), workdir=tmp_path, settings=NO_SANDBOX, **db.options
         ) as rt:
             await rt.wait_idle()
             assert rt.sessions == {}

@@ -7,11 +7,13 @@ The judgement (src/wakeful/discovery/judgement.py) is chosen on these two catalo
 constants fitted by fit_judgement.py); the held-out ones (seal_tools, stabletoolbench) are
 measured once, by run.py, after it is chosen.
 
-    python bench/discovery/calibrate.py [--sample N | --full] [--lexical]
+    python bench/discovery/calibrate.py [--sample N | --full] [--lexical] [--sets NAME ...]
 
 By default 600 of metatool's 2,559 labelled needs are drawn (fixed seed; livemcpbench's 90 are
 all used): about 5 s lexical; the hybrid ranking adds the embedding of both catalogs and of each
-need. `--full` uses every labelled need.
+need. `--full` uses every labelled need. `--sets` measures other sets instead: the held-out ones
+once the judgement is chosen, for their "no tool found" table alone (run.py prints the same
+table after ranking every set with the baselines too, which takes far longer).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from no_match import NoMatchResult, measure, print_no_match
 from ours import OursSearch, embedder_unavailable, load_catalog, load_embedder
-from toolsets import DATA_ROOT, load_toolset, subsample
+from toolsets import DATA_ROOT, SET_NAMES, load_toolset, subsample
 
 DEVELOPMENT_SETS = ("metatool", "livemcpbench")
 SAMPLE = 600
@@ -39,12 +41,19 @@ def main() -> None:
     size.add_argument("--sample", type=int, default=SAMPLE, help="labelled needs per catalog")
     size.add_argument("--full", action="store_true", help="every labelled need")
     parser.add_argument("--lexical", action="store_true", help="skip the hybrid ranking")
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        choices=SET_NAMES,
+        default=list(DEVELOPMENT_SETS),
+        help="sets to measure",
+    )
     args = parser.parse_args()
 
     embedders = None if args.lexical else _embedders()
     results: list[NoMatchResult] = []
     started = time.perf_counter()
-    for name in DEVELOPMENT_SETS:
+    for name in args.sets:
         toolset = load_toolset(DATA_ROOT / name)
         labelled = toolset.queries if args.full else subsample(toolset.queries, args.sample)
         catalog = load_catalog(toolset.catalog_path)
@@ -56,7 +65,7 @@ def main() -> None:
             if len(labelled) < len(toolset.queries):
                 result.set_name = f"{name} ({len(labelled)} of {len(toolset.queries)})"
             results.append(result)
-    print_no_match(results)
+    print_no_match(results, right=True)
     print(f"\n{time.perf_counter() - started:.0f} s")
 
 

@@ -4,7 +4,9 @@ Each catalog has needs no tool of it serves (`needs/<catalog>_no_match.jsonl`, E
 Chinese, written from the catalog's topics before any score was seen; see needs/README.md).
 The no-match rate is the share of them answered `found == false`; the match rate is the share
 of the catalog's labelled needs (its queries, plus `needs/<catalog>_match_zh.jsonl` where the
-queries lack Chinese) answered `found == true`. Both are split by language.
+queries lack Chinese) answered `found == true`. Both are split by language. `match_right`
+counts the labelled needs answered `found == true` with one of their expected tools first: a
+labelled need refused is often one the ranking would have answered wrongly.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from retriever import Retriever
@@ -38,6 +40,7 @@ class Need:
     text: str
     lang: str
     served: bool
+    expected: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass
@@ -48,6 +51,7 @@ class NoMatchResult:
     method: str
     no_match: dict[str, tuple[int, int]]
     match: dict[str, tuple[int, int]]
+    match_right: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def language(text: str) -> str:
@@ -64,9 +68,17 @@ def needs_of(toolset: ToolSet, labelled: Sequence[LabelledQuery]) -> list[Need]:
         Need(entry["query"], entry["lang"], served=False)
         for entry in _read(NEEDS / f"{stem}_no_match.jsonl")
     ]
-    needs.extend(Need(query.text, language(query.text), served=True) for query in labelled)
     needs.extend(
-        Need(entry["query"], entry["lang"], served=True)
+        Need(query.text, language(query.text), served=True, expected=frozenset(query.expected))
+        for query in labelled
+    )
+    needs.extend(
+        Need(
+            entry["query"],
+            entry["lang"],
+            served=True,
+            expected=frozenset((tool["server"], tool["tool"]) for tool in entry["expected"]),
+        )
         for entry in _read(NEEDS / f"{stem}_match_zh.jsonl")
     )
     return needs
@@ -78,34 +90,49 @@ def measure(
     """Ask `retriever` every need of `needs_of` and count the right verdicts."""
     no_match: dict[str, list[int]] = {}
     match: dict[str, list[int]] = {}
+    match_right: dict[str, list[int]] = {}
     for need in needs_of(toolset, labelled):
-        found = retriever.search(need.text, k).found
+        ranking = retriever.search(need.text, k)
+        found = ranking.found
         tally = (match if need.served else no_match).setdefault(need.lang, [0, 0])
         tally[0] += int(found == need.served)
         tally[1] += 1
+        if need.served:
+            first = ranking.keys[0] if ranking.keys else None
+            right = match_right.setdefault(need.lang, [0, 0])
+            right[0] += int(bool(found) and first in need.expected)
+            right[1] += 1
     return NoMatchResult(
         set_name=toolset.name,
         method=retriever.name,
         no_match={lang: (right, total) for lang, (right, total) in no_match.items()},
         match={lang: (right, total) for lang, (right, total) in match.items()},
+        match_right={lang: (right, total) for lang, (right, total) in match_right.items()},
     )
 
 
-def print_no_match(results: Sequence[NoMatchResult]) -> None:
-    """The table of no-match and match rates, per set, method and language."""
+def print_no_match(results: Sequence[NoMatchResult], *, right: bool = False) -> None:
+    """The table of no-match and match rates, per set, method and language; with `right`, also
+    the share of labelled needs found with an expected tool first."""
     print('"No tool found": no-match = share of needs no tool serves answered found=false;')
     print("match = share of labelled needs answered found=true (n in brackets)")
-    table = Table(
-        ["set", "method", *(f"no-match {lang}" for lang in LANGUAGES)]
-        + [f"match {lang}" for lang in LANGUAGES]
-    )
+    if right:
+        print(
+            "match right = share of labelled needs answered found=true with an expected tool first"
+        )
+    columns = ["set", "method", *(f"no-match {lang}" for lang in LANGUAGES)]
+    columns += [f"match {lang}" for lang in LANGUAGES]
+    if right:
+        columns += [f"match right {lang}" for lang in LANGUAGES]
+    table = Table(columns)
     for r in results:
-        table.add(
-            r.set_name,
-            r.method,
+        cells = [
             *(_rate(r.no_match.get(lang)) for lang in LANGUAGES),
             *(_rate(r.match.get(lang)) for lang in LANGUAGES),
-        )
+        ]
+        if right:
+            cells += [_rate(r.match_right.get(lang)) for lang in LANGUAGES]
+        table.add(r.set_name, r.method, *cells)
     table.print()
 
 

@@ -13,17 +13,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from .agent.router import DEFAULT_STOP_WORDS, Classifier, Router
 from .agent.session import SessionConfig
 from .delivery.settings import DeliverySettings
 from .discovery.session_tools import DiscoverySettings
 from .discovery.skill_tools import SkillsSettings
-from .errors import ConfigError
+from .errors import ConfigError, UserError
 from .events import DEFAULT_MAX_EVENT_BYTES
 from .mcp.config import MCPServerConfig
 from .models.base import Model
+from .runtime.settings import check_store_url
 from .safety.commands import PolicySettings
 from .safety.gate import CallGate
 from .safety.reviewer import DEFAULT_IRREVERSIBLE_TOOLS
@@ -122,11 +123,38 @@ class RouterConfig(_Section):
 
 
 class StoreConfig(_Section):
+    """`[store]`: a SQLite file (`path`, the default) or a PostgreSQL database (`url`), not
+    both. The URL names no password: libpq reads it from PGPASSWORD or ~/.pgpass."""
+
     path: Path = Path(".wakeful/wakeful.db")
+    url: str | None = None
     synchronous: Literal["full", "normal"] = "normal"
     # A session idle this long is unloaded from memory and reloaded from the store on its next
     # event; None keeps every session loaded.
     evict_idle_after_seconds: float | None = Field(default=300.0, gt=0)
+    # With `url`: run as one worker of several sharing the database, each session owned by one
+    # worker at a time through a lease of `lease_seconds` (wakeful.runtime.worker). false: this
+    # process is the only one on the database (a restart after a crash resumes at once, without
+    # waiting for the dead process's leases to run out); never run two such processes.
+    workers: bool = True
+    lease_seconds: float = Field(default=15.0, ge=1.0, le=3600.0)
+    # How `wakeful workers` names this worker; None: host and pid.
+    worker_name: str | None = Field(default=None, min_length=1, max_length=100)
+
+    @model_validator(mode="after")
+    def _one_location(self) -> StoreConfig:
+        if self.url is None:
+            return self
+        if "path" in self.model_fields_set:
+            raise ValueError(
+                "[store] gives both `path` (a SQLite file) and `url` (a PostgreSQL database); "
+                "keep the one the runtime should use"
+            )
+        try:
+            check_store_url(self.url, given_as="[store] url")
+        except UserError as exc:
+            raise ValueError(str(exc).rstrip(".")) from exc
+        return self
 
 
 class AgentTable(_Section):
@@ -611,6 +639,9 @@ max_events_per_batch = 50                 # events appended at one safe point; t
 
 [store]
 path = ".wakeful/wakeful.db"   # SQLite: events, trajectories, tasks, timers (relative to this file)
+# Or a PostgreSQL database instead of `path` (pip install 'wakeful[postgres]'); no password in
+# the URL: set PGPASSWORD or use ~/.pgpass. `wakeful run --store URL` does the same.
+# url = "postgresql://wakeful@db.example.com:5432/wakeful"
 # "normal": commits survive the runtime crashing, not a power loss (SQLite's advice for WAL);
 # "full": every commit is fsynced and survives both, at a cost in throughput.
 synchronous = "normal"

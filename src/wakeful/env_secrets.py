@@ -3,7 +3,8 @@
 Each settings model that needs a password or a token takes `<key>_env`, the variable's name.
 :func:`refuse_inline_secret` is its `model_validator(mode="before")` body, refusing the secret
 itself with the fix; :func:`secret_from_env` reads the variable when the secret is needed, with
-a ConfigError naming it when it is unset.
+a ConfigError naming it when it is unset; :func:`secret_for_tool` does the same inside a tool
+call, with a ToolError the model can pass on.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, ToolError
 
-__all__ = ["refuse_inline_secret", "secret_from_env"]
+__all__ = ["refuse_inline_secret", "secret_for_tool", "secret_from_env"]
 
 
 def refuse_inline_secret(data: Any, key: str, *, what: str, example_env: str = "") -> Any:
@@ -37,5 +38,18 @@ def secret_from_env(variable: str, *, reader: str) -> str:
         raise ConfigError(
             f"{reader} from the environment variable {variable}, which is not set. Set it "
             f"before starting (export {variable}=…)."
+        )
+    return value
+
+
+def secret_for_tool(variable: str, *, what: str, setting: str, tool: str) -> str:
+    """The value of `variable` when a tool call needs it; ToolError naming the variable when it
+    is unset. `what` names the secret ("The SMTP password"), `setting` the setting that names
+    the variable ("password_env in [tools.mail]"), `tool` the tool to call again once it is."""
+    value = os.environ.get(variable)
+    if value is None:
+        raise ToolError(
+            f"{what} is read from the environment variable {variable!r}, which is not set. Set "
+            f"it where wakeful runs (or change {setting}), then call {tool} again."
         )
     return value

@@ -72,6 +72,12 @@ class StoreError(WakefulError):
     """The SQLite store failed or holds data this version cannot read."""
 
 
+class SessionMoved(StoreError):
+    """This process no longer owns the session it wrote for (another worker of a shared store
+    took it over, or its lease expired): nothing of the write was saved, and this copy of the
+    session must stop; its owner continues it from the store."""
+
+
 class StoreFull(StoreError):
     """The disk holding the store is full, or below the space the store keeps in reserve.
 

@@ -45,6 +45,9 @@ TOOL_PROGRESS: Final = "tool.progress"
 SUBAGENT_RESULT: Final = "subagent.result"
 SUBAGENT_PROGRESS: Final = "subagent.progress"
 SUBAGENT_QUESTION: Final = "subagent.question"
+# How a request to a person ended (wakeful.safety.approvals), for a request the agent did not
+# wait for: the answer, or the default applied when nobody answered in time.
+HUMAN_ANSWER: Final = "human.answer"
 TIMER_TRIGGER: Final = "timer.trigger"
 SHELL_OUTPUT: Final = "shell.output"
 EMAIL_RECEIVED: Final = "email.received"
@@ -290,6 +293,9 @@ def source_tag(event: Event) -> str:
         return f"[TIMER {src.id}]" if src.id else "[TIMER]"
     if src.type == "agent" and event.context.get("from") == "parent":
         return "[FROM_MAIN_AGENT]"
+    if event.kind == HUMAN_ANSWER:
+        request = event.context.get("request_id") or src.id
+        return f"[HUMAN_ANSWER {request}]" if request else "[HUMAN_ANSWER]"
     if event.kind in (SUBAGENT_RESULT, SUBAGENT_PROGRESS, SUBAGENT_QUESTION):
         agent = event.context.get("agent")
         return f"[FROM_SUBAGENT {src.id}{f' ({agent})' if agent else ''}]"
@@ -326,7 +332,7 @@ def render_event(event: Event) -> str:
         return event.text  # a child's context: each block carries its own source tag
     kind = (
         ""
-        if event.kind in (TOOL_RESULT, TOOL_PROGRESS, TIMER_TRIGGER, SHELL_OUTPUT)
+        if event.kind in (TOOL_RESULT, TOOL_PROGRESS, TIMER_TRIGGER, SHELL_OUTPUT, HUMAN_ANSWER)
         else (f" ({event.kind})")
     )
     note = ""

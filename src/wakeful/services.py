@@ -28,7 +28,7 @@ from .tools.tasks import TaskManager
 if TYPE_CHECKING:
     from .channels.timers import TimerService
     from .core.channel import Reach
-    from .store.sqlite import Store
+    from .core.runtime_store import RuntimeStore
 
 Emit = Callable[[Event], Awaitable[object]]
 # A callback that shows each sent message (as a dict, see `Outbox.send`); the console's printer.
@@ -444,7 +444,7 @@ class Services:
     emit: Emit
     outbox: Outbox = field(default_factory=Outbox)
     timers: TimerService | None = None
-    store: Store | None = None
+    store: RuntimeStore | None = None
     # Where shell commands run unless a call names another directory.
     workdir: Path | None = None
     # Settings of tool families by their class (e.g. the web tools' base URLs); see `settings`.

@@ -228,3 +228,59 @@ def test_a_closed_model_port_fails(tmp_path: Path, closed_port: int) -> None:
     assert model["status"] == "fail"
     assert model["message"].startswith(f"Cannot reach {url}:")
     assert "Start the model server, or fix base_url" in model["message"]
+
+
+# --- a store on PostgreSQL ------------------------------------------------------------------------
+
+
+def test_a_postgresql_store_is_checked_by_url_without_being_changed(postgres_url: str) -> None:
+    from wakeful.store.postgres import PostgresStore
+
+    async def write() -> None:
+        async with await PostgresStore.open(postgres_url) as store:
+            await store.events.add(user_input("hello"))
+
+    anyio.run(write)
+
+    result = doctor("--store", postgres_url, "--json")
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["ok"] is True
+    assert document["store"].startswith("the PostgreSQL database 'wakeful_test")
+    store = next(f for f in document["findings"] if f["check"] == "store")
+    assert store["status"] == "ok" and "(1 events stored)" in store["message"]
+    # No file checks for a database: no disk, integrity or lock findings.
+    assert {f["check"] for f in document["findings"]} == {"store", "sandbox", "model"}
+
+
+def test_the_store_url_of_the_configuration_is_checked(postgres_url: str, tmp_path: Path) -> None:
+    config = tmp_path / "wakeful.toml"
+    config.write_text(f'[store]\nurl = "{postgres_url}"\n')
+
+    result = doctor("--config", str(config))
+
+    assert result.exit_code == 1  # an empty database holds no wakeful store yet
+    status, message = findings(result)["store"]
+    assert status == "FAIL" and "wakeful_test" in message
+    assert not (tmp_path / ".wakeful").exists()  # no SQLite file was looked for or made
+
+
+def test_an_unreachable_database_is_a_failed_finding_without_the_password() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql://wakeful:hunter2@127.0.0.1:{port}/wakeful"
+
+    result = doctor("--store", url)
+
+    assert result.exit_code == 1
+    status, message = findings(result)["store"]
+    assert status == "FAIL" and "hunter2" not in result.output
+    assert "Could not connect" in message or "could not" in message.lower()
+
+
+def test_a_store_url_of_another_scheme_is_a_usage_error() -> None:
+    result = doctor("--store", "mysql://db/wakeful")
+    assert result.exit_code == 2
+    assert "postgresql://USER@HOST:PORT/DATABASE" in " ".join(result.stderr.split())

@@ -53,6 +53,7 @@ def test_every_command_module_registers_through_the_one_list() -> None:
         "channels",
         "web",
         "cases",
+        "workers",
     }
     assert ("mcp", "serve", "execution") in ALL_COMMANDS
     assert ("tools", "search") in ALL_COMMANDS
@@ -72,6 +73,7 @@ def test_every_command_module_registers_through_the_one_list() -> None:
         "channels",
         "console",
         "cases",
+        "workers",
     }
 
 

@@ -154,3 +154,33 @@ def test_word_surprise_is_the_covered_idf_mass_less_the_log_of_the_catalog_size(
 def test_a_need_nothing_scores_has_no_evidence() -> None:
     index = ToolIndex.build(guide_catalog(3))
     assert index.evidence_of("qwzx vlorp") is None
+
+
+def test_a_verb_that_relays_the_request_to_someone_else_is_no_evidence() -> None:
+    # "Ask Alexa to play rain sounds": the assistant tool holds "ask" and "play", two words of
+    # the need, but asking is how the request is passed on, not what it is.
+    assistant = CatalogTool(
+        server="tutor",
+        name="ask_tutor",
+        description="Ask the tutor a question and play the recorded answer.",
+        input_schema={},
+    )
+    weather = CatalogTool(
+        server="meteo", name="forecast", description="Weather forecast.", input_schema={}
+    )
+    index = ToolIndex.build(
+        Catalog.from_servers(
+            [
+                CatalogServer("tutor", "Tutoring.", (assistant,)),
+                CatalogServer("meteo", "Weather.", (weather,)),
+            ]
+        )
+    )
+    need = "Ask Alexa to play rain sounds in the bedroom."
+    result = index.search(need)
+    assert result.ranked[0].tool == "ask_tutor"
+    assert not result.found
+    found = index.evidence_of(need)
+    assert found is not None and found.covered_terms == 1  # "play"; "ask" is never covered
+    for word in ("ask", "asked", "say", "said"):
+        assert tokenize(word)[0] in LIGHT_VERBS, word

@@ -172,12 +172,21 @@ async def test_an_input_request_takes_checked_values_and_applies_its_default_on_
 
 
 async def test_a_withdrawn_request_leaves_the_queue_without_a_decision() -> None:
-    approvals = Approvals(Outbox())
+    outbox = Outbox()
+    approvals = Approvals(outbox)
     request = await approvals.open_approval("main", "Rotate the keys?", timeout_seconds=60)
     with anyio.move_on_after(0.05):
         await approvals.decision(request)
     assert approvals.pending() == [] and request.decision is None
-    assert not approvals.answer_from_text("main", f"/approve {request.id}")
+    # An answer after its call ended is recorded, not applied, and the person is told why.
+    assert approvals.answer_from_text("main", f"/approve {request.id}")
+    assert request.decision is None and [late.answer for late in request.late] == ["approve"]
+    assert await approvals.flush_notes() == 1
+    assert said(outbox)[-1] == (
+        f"Your answer to [{request.id}] (approve) was recorded but not applied: it had already "
+        "ended: the call it was for ended before an answer came (it was cancelled, or the "
+        "runtime stopped). If it still matters, say so in a message of your own."
+    )
 
 
 async def test_a_deployment_s_handler_answers_the_agent_s_yes_no_questions_too() -> None:

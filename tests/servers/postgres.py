@@ -19,17 +19,24 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from wakeful.core.runtime_store import RuntimeStore
 
 import pytest
 
 __all__ = [
     "PostgresServer",
+    "RuntimeStoreUnderTest",
     "postgres_missing",
     "postgres_server",
     "postgres_url",
+    "runtime_store",
     "start_postgres",
 ]
 
@@ -177,3 +184,44 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
         yield postgres_server.url(name)
     finally:
         postgres_server.drop_database(name)
+
+
+@dataclass(frozen=True)
+class RuntimeStoreUnderTest:
+    """Where a runtime under test keeps its state (:func:`runtime_store`): a SQLite file or a
+    fresh PostgreSQL database. `location` is the file's path or the database's URL, as a child
+    process gets it on its command line (a `://` in it means a URL)."""
+
+    backend: Literal["sqlite", "postgres"]
+    location: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """`Runtime`'s keyword argument for this store: `store_path` or `store_url`."""
+        if self.backend == "postgres":
+            return {"store_url": self.location}
+        return {"store_path": Path(self.location)}
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[RuntimeStore]:
+        """The store itself, opened the way the runtime opens it: to set up what a killed
+        runtime left, or to check what a runtime stored."""
+        if self.backend == "postgres":
+            from wakeful.store.postgres import PostgresStore
+
+            async with await PostgresStore.open(self.location) as store:
+                yield store
+        else:
+            from wakeful.store.sqlite import Store
+
+            async with await Store.open(self.location) as sqlite_store:
+                yield sqlite_store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def runtime_store(request: pytest.FixtureRequest, tmp_path: Path) -> RuntimeStoreUnderTest:
+    """The test's runtime store on each backend in turn: a SQLite file under `tmp_path`, then a
+    fresh database on the session's PostgreSQL server (skipped where PostgreSQL is missing)."""
+    if request.param == "postgres":
+        return RuntimeStoreUnderTest("postgres", request.getfixturevalue("postgres_url"))
+    return RuntimeStoreUnderTest("sqlite", str(tmp_path / "wakeful.db"))

@@ -1,6 +1,7 @@
-"""The store's channel tables and the duplicate-aware event writes the channels rely on: cursors
-kept per channel, connected channels kept for the next start, redeliveries recognised by id,
-filtered events stored but never pending, and a store of the previous schema upgraded in place."""
+"""The duplicate-aware event writes the channels rely on: redeliveries recognised by id, filtered
+events stored but never pending, and a store of the previous schema upgraded in place. The
+channel tables' own behaviours (cursors, connected channels) run on both backends in
+test_conformance_safety.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wakeful.core.channel import source_event_id
-from wakeful.errors import StoreError, UserError
+from wakeful.errors import UserError
 from wakeful.events import Event, Source, user_input
 from wakeful.store.schema import MIGRATIONS, apply_migrations
 from wakeful.store.sqlite import Store
@@ -26,24 +27,6 @@ def mail(source_id: str, text: str = "hello") -> Event:
         channel="email:work",
         content={"from": "bob@example.com", "subject": "hi", "text": text},
     )
-
-
-async def test_cursors_are_kept_per_channel_and_survive_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "w.db"
-    async with await Store.open(path) as store:
-        cursors = store.channel_cursors
-        assert await cursors.get("email:work", "uid") is None
-        await cursors.put("email:work", "uid", "41")
-        await cursors.put("email:work", "uid", "42")
-        await cursors.put_many("email:home", {"uidvalidity": "7", "uid": "3"})
-        assert await cursors.get("email:work", "uid") == "42"
-        assert await cursors.get("email:home", "uid") == "3"
-    async with await Store.open(path) as store:
-        assert await store.channel_cursors.get("email:work", "uid") == "42"
-        await store.channel_cursors.forget("email:home")
-    with Store.read_only(path) as reader:
-        rows = reader.channel_cursors()
-    assert [(c, k, v) for c, k, v, _ in rows] == [("email:work", "uid", "42")]
 
 
 async def test_a_redelivered_event_is_recognised_and_left_as_it_was(tmp_path: Path) -> None:
@@ -79,37 +62,6 @@ async def test_a_bad_status_is_refused_before_anything_is_written(tmp_path: Path
         with pytest.raises(UserError, match="'pending', 'consumed' or 'filtered', got 'lost'"):
             await store.events.add_new_many([(mail("<a@x>"), "pending"), (mail("<b@x>"), "lost")])  # type: ignore[list-item]
         assert await store.events.count() == {}
-
-
-async def test_connected_channels_are_kept_replaced_and_removed(tmp_path: Path) -> None:
-    path = tmp_path / "w.db"
-    async with await Store.open(path) as store:
-        channels = store.connected_channels
-        await channels.save("webhook:ci", "webhook", {"path": "/ci"}, {})
-        await channels.save("email:work", "email", {"host": "imap.x"}, {"keywords": ["urgent"]})
-        await channels.save("webhook:ci", "webhook", {"path": "/ci2"}, {})
-        assert await channels.remove("nothing") is False
-    with Store.read_only(path) as reader:
-        stored = {c.name: c for c in reader.connected_channels()}
-    assert stored["webhook:ci"].settings == {"path": "/ci2"}
-    assert stored["email:work"].filter == {"keywords": ["urgent"]}
-    async with await Store.open(path) as store:
-        assert await store.connected_channels.remove("email:work") is True
-        assert [c.name for c in await store.connected_channels.all()] == ["webhook:ci"]
-
-
-async def test_a_hand_edited_connected_channel_is_reported_by_name(tmp_path: Path) -> None:
-    path = tmp_path / "w.db"
-    async with await Store.open(path):
-        pass
-    conn = sqlite3.connect(path)
-    conn.execute(
-        "INSERT INTO connected_channels VALUES ('webhook:bad', 'webhook', '[1]', '{}', 'now')"
-    )
-    conn.commit()
-    conn.close()
-    with Store.read_only(path) as reader, pytest.raises(StoreError, match="webhook:bad"):
-        reader.connected_channels()
 
 
 async def test_a_version_2_store_is_upgraded_keeping_events_and_their_order(

@@ -4,7 +4,7 @@ the store depends on the core alone."""
 from __future__ import annotations
 
 import ast
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 import wakeful.core
 import wakeful.store
 from wakeful.core import records
-from wakeful.core.records import StoredConfirmation, TaskRecord, TimerRecord
+from wakeful.core.records import TaskRecord, TimerRecord
 from wakeful.core.repositories import Repositories
 from wakeful.errors import StoreError
 from wakeful.events import Event, Source, user_input
@@ -161,52 +161,6 @@ async def test_tasks_and_timers_through_their_repositories(db_path: Path) -> Non
         assert await store.events.pending() == [fire]
         assert await store.timer_records.delete("tmr_1")
         assert not await store.timer_records.delete("tmr_1")
-
-
-async def test_safety_records_through_their_repositories(db_path: Path) -> None:
-    async with await Store.open(db_path) as store:
-        assert await store.idempotency_keys.claim("send", "k", "h", T0) is None
-        again = await store.idempotency_keys.claim("send", "k", "h", T0)
-        assert again is not None and again.owner == store.instance_id
-        await store.idempotency_keys.finish("send", "k", T0, result='"ok"')
-        entry = await store.idempotency_keys.entry("send", "k")
-        assert entry is not None and entry.state == "done"
-        await store.idempotency_keys.release("send", "k")
-        assert await store.idempotency_entry("send", "k") is None
-
-        token = StoredConfirmation(
-            token="tok",
-            tool="send",
-            arguments_hash="h",
-            field_hashes={"to": "h1"},
-            preview={"to": "ann"},
-            issued_at=T0.isoformat(),
-            expires_at=(T0 + timedelta(minutes=5)).isoformat(),
-            state="issued",
-            used_at=None,
-            error=None,
-        )
-        await store.confirmations.add(token)
-        seen: list[StoredConfirmation | None] = []
-        await store.confirmations.use("tok", seen.append, T0)
-        assert seen == [token]
-        assert await store.confirmations.fail("tok", "bounced")
-        stored = await store.confirmations.get("tok")
-        assert stored is not None and (stored.state, stored.error) == ("failed", "bounced")
-
-        store.audit_log.add_nowait(
-            ts=T0,
-            session="main",
-            tool="send",
-            call_id="call_1",
-            status="ok",
-            duration_ms=1.5,
-            data={"arguments": {"to": "ann"}},
-        )
-        await store.flush()
-        rows = await store.audit_log.rows(since=T0 - timedelta(seconds=1), tool="send")
-        assert [(r.call_id, r.data) for r in rows] == [("call_1", {"arguments": {"to": "ann"}})]
-        assert await store.audit_rows(tool="other") == []
 
 
 async def test_the_store_exposes_every_repository(db_path: Path) -> None:

@@ -15,16 +15,14 @@ locks, full disks; PostgreSQL's migrations and servers) stays in that backend's 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Protocol
 
 import anyio
 import pytest
 
-from servers.postgres import postgres_server, postgres_url  # noqa: F401
 from wakeful.agent.trajectory import Trajectory
 from wakeful.core.records import EventStatus, TaskRecord, TaskState, TimerRecord
 from wakeful.core.repositories import (
@@ -43,7 +41,6 @@ from wakeful.messages import (
     ToolMessage,
     UserMessage,
 )
-from wakeful.store.sqlite import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -65,31 +62,6 @@ class CoreStore(Protocol):
 
 
 OpenStore = Callable[[], AbstractAsyncContextManager[CoreStore]]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
-    """Opens the test's store (the same file or database each time), as `async with`."""
-    if request.param == "sqlite":
-        path = tmp_path / "state" / "wakeful.db"
-
-        @asynccontextmanager
-        async def open_sqlite() -> AsyncIterator[CoreStore]:
-            async with await Store.open(path) as store:
-                yield store
-
-        return open_sqlite
-
-    from wakeful.store.postgres import PostgresStore
-
-    url: str = request.getfixturevalue("postgres_url")
-
-    @asynccontextmanager
-    async def open_postgres() -> AsyncIterator[CoreStore]:
-        async with await PostgresStore.open(url) as store:
-            yield store
-
-    return open_postgres
 
 
 def task_record(task_id: str, state: TaskState = "running", session: str = "main") -> TaskRecord:

@@ -389,6 +389,7 @@ async def test_a_version_1_store_is_upgraded_in_place_keeping_its_data(db_path: 
         (4, "messages to the user, their deliveries and read state"),
         (5, "subagents: child sessions, their trees and results"),
         (6, "cases: the decisions people made on requests, for the learning loop"),
+        (7, "human requests: requests to a person, their outcome and its delivery"),
     ]
     with Store.read_only(db_path) as reader:
         assert reader.schema_version() == len(MIGRATIONS)

@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from line_channels import until
+from servers.postgres import RuntimeStoreUnderTest
 from wakeful.events import user_input
 from wakeful.messages import Message, SystemMessage, ToolMessage, UserMessage
 from wakeful.models import FunctionModel, Turn, call, say, use
@@ -70,11 +71,14 @@ def model_of(scripts: dict[str, Script]) -> FunctionModel:
 
 
 def runtime(model: FunctionModel, tmp_path: Path | None = None, **options: Any) -> Runtime:
+    """A runtime with the test agents; with `tmp_path`, on a store file there (or give the
+    store in `options`)."""
+    if tmp_path is not None:
+        options.setdefault("store_path", tmp_path / "w.db")
     return Runtime(
         model=model,
         agents=options.pop("agents", [RESEARCHER, HELPER]),
         with_timers=False,
-        store_path=tmp_path / "w.db" if tmp_path is not None else None,
         **options,
     )
 
@@ -401,7 +405,7 @@ async def test_a_child_over_its_tokens_is_cancelled() -> None:
 
 
 async def test_a_child_at_work_survives_a_restart_and_its_result_arrives_once(
-    tmp_path: Path,
+    runtime_store: RuntimeStoreUnderTest,
 ) -> None:
     def parent(messages: Sequence[Message], _: str) -> Turn:
         if str(last(messages).content) == "go":
@@ -417,7 +421,8 @@ async def test_a_child_at_work_survives_a_restart_and_its_result_arrives_once(
 
     model = model_of({"parent": parent, "helper": helper})
     limits = SubagentLimits(answer_timeout_seconds=600)
-    async with runtime(model, tmp_path, subagent_limits=limits) as rt:
+    store = runtime_store.options
+    async with runtime(model, subagent_limits=limits, **store) as rt:
         await rt.submit(user_input("go"))
         await until(
             lambda: any(
@@ -430,7 +435,7 @@ async def test_a_child_at_work_survives_a_restart_and_its_result_arrives_once(
         await anyio.sleep(0.2)
     # The child's open ask_parent call is answered "lost" at recovery; it goes on and returns.
     for _ in range(2):
-        async with runtime(model, tmp_path, subagent_limits=limits) as rt:
+        async with runtime(model, subagent_limits=limits, **store) as rt:
             await settle(rt)
             main = (await rt.session("main")).trajectory.messages
             arrived = [

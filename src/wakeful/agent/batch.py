@@ -27,6 +27,7 @@ _KIND_LABELS = {
     "subagent.result": ("subagent result", "subagent results"),
     "subagent.progress": ("subagent update", "subagent updates"),
     "subagent.question": ("subagent question", "subagent questions"),
+    "human.answer": ("answer from a person", "answers from a person"),
     "timer.trigger": ("timer", "timers"),
     "shell.output": ("shell output", "shell outputs"),
     "email.received": ("email", "emails"),

@@ -37,6 +37,7 @@ from anyio.abc import TaskGroup
 from ..activity import ActivitySignal, UserActivity
 from ..core.executor import CallChecks
 from ..discovery.session_tools import Discovery
+from ..errors import SessionMoved
 from ..events import TOOL_RESULT, Event
 from ..messages import Message, SystemMessage
 from ..models.base import Model, TurnEnd, Usage
@@ -223,7 +224,15 @@ class AgentSession:
                     await self._loop()
             except Exception as exc:  # the session's fault boundary: alert, pause, go on
                 self._tg = None
-                await self._contain_fault(single_exception(exc))
+                fault = single_exception(exc)
+                if isinstance(fault, SessionMoved):
+                    # Another worker owns the session now: this copy stops for good, writing
+                    # and telling nothing (its owner continues from the store).
+                    log.warning("session %s: %s", self.id, fault)
+                    self.phase = "idle"
+                    self.settled.notify()
+                    return
+                await self._contain_fault(fault)
                 faults_in_a_row = faults_in_a_row + 1 if self.turns.requests == seen else 1
                 if self.pending:
                     # Events are waiting, so the loop would go on at once: if it keeps failing

@@ -17,7 +17,7 @@ from typing import Annotated, Final
 import typer
 from rich.logging import RichHandler
 
-from . import audit, cases, channels, check, demo, doctor, inspection, mcp, run, tools, web
+from . import audit, cases, channels, check, demo, doctor, inspection, mcp, run, tools, web, workers
 from .console import err, out
 
 __all__ = ["REGISTRATIONS", "app", "main"]
@@ -36,6 +36,7 @@ REGISTRATIONS: Final[tuple[Callable[[typer.Typer], None], ...]] = (
     web.register,  # console
     demo.register,  # demo async
     inspection.register,  # events tail, tasks, timers
+    workers.register,  # workers
     channels.register,  # channels
     doctor.register,  # doctor
     audit.register,  # audit stats, audit export

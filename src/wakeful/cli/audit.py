@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .console import err, fail, out
-from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_store
+from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_any_store, store_name
 
 __all__ = ["audit_app", "parse_since", "register"]
 
@@ -85,7 +85,7 @@ def stats_command(
     from ..safety.audit import stats
 
     start = parse_since(since) if since is not None else None
-    with reading_store(config, store, db) as reader:
+    with reading_any_store(config, store, db) as reader:
         rows = stats(reader, since=start)
         if as_json:
             body: dict[str, Any] = {
@@ -96,7 +96,7 @@ def stats_command(
             return
         if not rows:
             when = f" since {start.isoformat(timespec='seconds')}" if start else ""
-            out.print(f"[dim]No audited calls{when} in {escape(str(reader.path))}.[/dim]")
+            out.print(f"[dim]No audited calls{when} in {escape(store_name(reader))}.[/dim]")
             return
         table = Table(title="Tool calls" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else ""))
         # Tool names are what the reader scans for: never cut them, shrink the numbers instead.
@@ -146,7 +146,7 @@ def export_command(
     from ..safety.audit import export_jsonl
 
     start = parse_since(since) if since is not None else None
-    with reading_store(config, store, db) as reader:
+    with reading_any_store(config, store, db) as reader:
 
         async def export() -> int:
             if output is None:

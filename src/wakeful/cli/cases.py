@@ -26,7 +26,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import IO, Annotated, Any, Final
+from typing import IO, TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 from rich.markup import escape
@@ -34,7 +34,10 @@ from rich.table import Table
 
 from ..core.records import CaseRecord
 from .console import err, fail, out
-from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_store
+from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_any_store, store_name
+
+if TYPE_CHECKING:
+    from .store import InspectedStore
 
 __all__ = ["cases_app", "parse_case_id", "register"]
 
@@ -78,6 +81,29 @@ def _asked(case: CaseRecord) -> str:
     return f"{case.tool} {case.request}" if case.tool else case.request
 
 
+def _read_case(reader: InspectedStore, number: int) -> CaseRecord | None:
+    from ..store.cases import read_case
+    from ..store.reader import StoreReader
+
+    return read_case(reader, number) if isinstance(reader, StoreReader) else reader.case(number)
+
+
+def _read_recent_cases(reader: InspectedStore, limit: int) -> list[CaseRecord]:
+    from ..store.cases import read_recent_cases
+    from ..store.reader import StoreReader
+
+    if isinstance(reader, StoreReader):
+        return read_recent_cases(reader, limit)
+    return reader.recent_cases(limit)
+
+
+def _read_cases(reader: InspectedStore) -> list[CaseRecord]:
+    from ..store.cases import read_cases
+    from ..store.reader import StoreReader
+
+    return read_cases(reader) if isinstance(reader, StoreReader) else reader.all_cases()
+
+
 def _as_json(case: CaseRecord) -> dict[str, Any]:
     return {
         "case": case.number,
@@ -107,22 +133,20 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="One case per line as JSON.")] = False,
 ) -> None:
     """The newest cases: number, when, decision, what was asked and the person's reason."""
-    from ..store.cases import read_recent_cases
-
     if limit < 1:
         raise fail(
             f"--limit must be at least 1 (how many of the newest cases to list), got {limit}.",
             code=2,
         )
-    with reading_store(config, store, db) as reader:
-        cases = read_recent_cases(reader, limit)
+    with reading_any_store(config, store, db) as reader:
+        cases = _read_recent_cases(reader, limit)
         if as_json:
             for case in cases:
                 sys.stdout.write(json.dumps(_as_json(case), ensure_ascii=False) + "\n")
             return
         if not cases:
             out.print(
-                f"[dim]No cases in {escape(str(reader.path))} yet: a case is recorded each time "
+                f"[dim]No cases in {escape(store_name(reader))} yet: a case is recorded each time "
                 "a person answers a request (an approval or an input request).[/dim]"
             )
             return
@@ -154,17 +178,15 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="The case as one JSON object.")] = False,
 ) -> None:
     """One case whole: the request, its reasons and context, the decision and the reason."""
-    from ..store.cases import read_case, read_recent_cases
-
     number = parse_case_id(case_id)
-    with reading_store(config, store, db) as reader:
-        case = read_case(reader, number)
+    with reading_any_store(config, store, db) as reader:
+        case = _read_case(reader, number)
         if case is None:
-            newest = read_recent_cases(reader, 1)
+            newest = _read_recent_cases(reader, 1)
             which = f"the newest is case {newest[0].number}" if newest else "it holds no case yet"
             raise fail(
-                f"There is no case {number} in {reader.path} ({which}). `wakeful cases list` "
-                "shows the cases there."
+                f"There is no case {number} in {store_name(reader)} ({which}). "
+                "`wakeful cases list` shows the cases there."
             )
     if as_json:
         sys.stdout.write(json.dumps(_as_json(case), ensure_ascii=False) + "\n")
@@ -204,10 +226,9 @@ def export_command(
     (request, reasons, context, similar earlier cases) and "output" (decision, reason, answer);
     "timed_out" marks defaults nobody chose."""
     from ..safety.cases import training_examples
-    from ..store.cases import read_cases
 
-    with reading_store(config, store, db) as reader:
-        cases = read_cases(reader)
+    with reading_any_store(config, store, db) as reader:
+        cases = _read_cases(reader)
 
     def write(to: IO[str]) -> int:
         count = 0

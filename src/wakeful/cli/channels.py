@@ -13,12 +13,13 @@ from rich.markup import escape
 
 from ..errors import UserError
 from .console import fail, out
-from .store import InspectConfigOption, StoreOption
+from .store import InspectConfigOption, StoreOption, reading_database, store_location
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ..config import WakefulConfig
+    from ..core.records import ConnectedChannel
 
 __all__ = ["channels_command", "register"]
 
@@ -47,8 +48,9 @@ def channels_command(
     except UserError as exc:
         raise fail(str(exc)) from exc
     rows = _configured(loaded)
-    store_path = store.expanduser() if store is not None else loaded.store.path
-    note = _add_stored(rows, store_path)
+    configured = loaded.store.url if loaded.store.url is not None else loaded.store.path
+    location = store_location(store) if store is not None else configured
+    note = _add_stored(rows, location)
     if as_json:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
@@ -106,12 +108,21 @@ def _row(name: str, kind: str, origin: str, filter: dict[str, Any], problem: str
     }
 
 
-def _add_stored(rows: list[dict[str, Any]], path: Path) -> str:
-    """Add the store's connected channels, counts and cursors to `rows`; a note when the store
-    cannot say (not created yet)."""
+def _add_stored(rows: list[dict[str, Any]], location: Path | str) -> str:
+    """Add the store's connected channels, counts and cursors to `rows` (from its file, or from
+    the PostgreSQL database `location` is the URL of); a note when a store file cannot say (not
+    created yet)."""
     from ..errors import StoreError
     from ..store.sqlite import Store
 
+    if isinstance(location, str):
+        with reading_database(location) as database:
+            connected = database.connected_channels()
+            counts = database.event_counts_by_channel()
+            cursors = database.channel_cursors()
+        _merge_stored(rows, connected, counts, cursors)
+        return ""
+    path = location
     if not path.exists():
         return f"No store at {path} yet: counts and connected channels appear once it has run."
     if path.is_dir():
@@ -123,6 +134,16 @@ def _add_stored(rows: list[dict[str, Any]], path: Path) -> str:
             cursors = reader.channel_cursors()
     except StoreError as exc:
         raise fail(str(exc)) from exc
+    _merge_stored(rows, connected, counts, cursors)
+    return ""
+
+
+def _merge_stored(
+    rows: list[dict[str, Any]],
+    connected: list[ConnectedChannel],
+    counts: dict[str, dict[str, int]],
+    cursors: list[tuple[str, str, str, str]],
+) -> None:
     by_name = {row["name"]: row for row in rows}
     for channel in connected:
         full_name = f"{channel.kind}:{channel.name}"
@@ -136,7 +157,6 @@ def _add_stored(rows: list[dict[str, Any]], path: Path) -> str:
     for cursor_channel, key, value, _ in cursors:
         if cursor_channel in by_name:
             by_name[cursor_channel]["cursors"][key] = value
-    return ""
 
 
 def _table(rows: list[dict[str, Any]]) -> Table:

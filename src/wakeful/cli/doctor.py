@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from ..errors import StoreError, UserError
 from .console import fail, out
-from .store import DbAliasOption, store_option
+from .store import DbAliasOption, store_location
 
 if TYPE_CHECKING:
     from ..config import WakefulConfig
@@ -68,26 +68,42 @@ def doctor(
         ),
     ] = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--store", help="The store file to check, instead of the config's.", show_default=False
+            "--store",
+            help="The store to check, instead of the config's: its file, or its PostgreSQL "
+            "database as postgresql://USER@HOST:PORT/DATABASE.",
+            show_default=False,
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
     db: DbAliasOption = None,
 ) -> None:
     """Check a store (read-only) and the machine: sandbox, disk space, model endpoint."""
-    store = store_option(store, db)
+    given = store_location(store) if store is not None else None
+    if given is not None and db is not None:
+        raise fail("Give the store once, with --store; --db is its former spelling.", code=2)
+    given = given if given is not None else db
     cfg = _load_config(config)
-    if store is None and cfg is None:
+    if given is None and cfg is None:
         raise fail(
             "There is no store to check: give the store file with --store PATH, or the "
             "configuration that names it with --config PATH (no wakeful.toml here).",
             code=2,
         )
-    path = store.expanduser() if store is not None else cfg.store.path if cfg else None
-    assert path is not None
-    findings = [*check_store(path), _check_sandbox(), _check_disk(path)]
+    location: Path | str
+    if given is not None:
+        location = given.expanduser() if isinstance(given, Path) else given
+    else:
+        assert cfg is not None
+        location = cfg.store.url if cfg.store.url is not None else cfg.store.path
+    if isinstance(location, Path):
+        path = location
+        findings = [*check_store(path), _check_sandbox(), _check_disk(path)]
+        where = str(path)
+    else:
+        findings = [check_database(location), _check_sandbox()]
+        where = _database_words(location)
     findings.append(
         check_model_endpoint(_endpoint_of(cfg))
         if cfg is not None and cfg.model is not None
@@ -95,7 +111,7 @@ def doctor(
     )
     failed = any(f.status == "fail" for f in findings)
     if as_json:
-        document = {"store": str(path), "ok": not failed, "findings": [asdict(f) for f in findings]}
+        document = {"store": where, "ok": not failed, "findings": [asdict(f) for f in findings]}
         out.print_json(json.dumps(document))
     else:
         for finding in findings:
@@ -129,6 +145,45 @@ def _load_config(config: Path | None) -> WakefulConfig | None:
 
 
 # --- the store -----------------------------------------------------------------------------------
+
+
+def check_database(url: str) -> Finding:
+    """The finding about the wakeful store in the PostgreSQL database at `url`, read without
+    changing it (its free space is the database server's to watch)."""
+    try:
+        from ..store.postgres.reader import open_postgres_reader
+    except ImportError as exc:
+        return Finding(
+            "store",
+            "fail",
+            f"Checking a PostgreSQL store needs the psycopg driver, which is missing ({exc}). "
+            "Install it with: pip install 'wakeful[postgres]'.",
+        )
+    try:
+        with open_postgres_reader(url) as reader:
+            counts = reader.event_counts_by_channel()
+    except (StoreError, UserError) as exc:
+        # One line: the driver's message may span several.
+        return Finding("store", "fail", " ".join(str(exc).split()))
+    events = sum(sum(by_status.values()) for by_status in counts.values())
+    return Finding(
+        "store",
+        "ok",
+        f"{_database_words(url)} holds a wakeful store this wakeful can run on ({events:,} "
+        "events stored).",
+    )
+
+
+def _database_words(url: str) -> str:
+    """The database of `url` in words (its name and host, never a password)."""
+    try:
+        from ..store.postgres.access import database_name
+    except ImportError:  # no driver: the finding says so
+        return "the PostgreSQL database"
+    try:
+        return database_name(url)
+    except UserError:
+        return "the PostgreSQL database (its URL cannot be read)"
 
 
 def check_store(path: Path) -> list[Finding]:

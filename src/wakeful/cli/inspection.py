@@ -14,10 +14,13 @@ from rich.markup import escape
 
 from ..core.records import EventStatus, StoredEvent
 from .console import out
-from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_store
+from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_any_store, store_name
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from ..store.postgres.reader import TailPosition
+    from .store import InspectedStore
 
 __all__ = ["events_app", "register"]
 
@@ -74,8 +77,9 @@ def events_tail(
 
     status: EventStatus | None = "filtered" if filtered else None
     table = filtered_table if filtered else events_table
-    with reading_store(config, store, db) as reader:
-        latest = reader.recent_events(limit, session, status=status)
+    with reading_any_store(config, store, db) as reader:
+        tail = EventTail(reader, session, status)
+        latest = tail.latest(limit)
         if as_json:
             for stored in latest:
                 _print_json(event_json(stored))
@@ -87,20 +91,16 @@ def events_tail(
             waiting = "; waiting for new ones (Ctrl-C stops)" if follow else ""
             out.print(
                 f"[dim]No {'filtered ' if filtered else ''}events{escape(where)} in "
-                f"{escape(str(reader.path))} yet{waiting}.[/dim]"
+                f"{escape(store_name(reader))} yet{waiting}.[/dim]"
             )
         if not follow:
             return
-        last_rowid = latest[-1].rowid if latest else 0
         try:
             while True:
                 time.sleep(FOLLOW_POLL_SECONDS)
-                new = reader.recent_events(
-                    FOLLOW_BATCH, session, after_rowid=last_rowid, status=status
-                )
+                new = tail.next(FOLLOW_BATCH)
                 if not new:
                     continue
-                last_rowid = new[-1].rowid
                 if as_json:
                     for stored in new:
                         _print_json(event_json(stored))
@@ -110,6 +110,48 @@ def events_tail(
                     latest = new
         except KeyboardInterrupt:
             return
+
+
+class EventTail:
+    """The events of a store in the order a follower must read them, from where it stands.
+
+    A SQLite store has one writer, which commits rowids in order, so the position is the last
+    rowid read. On PostgreSQL several workers commit seqs out of order, so the position is the
+    reader's (transaction, seq) :class:`~wakeful.store.postgres.reader.TailPosition`, which no
+    row committed late can fall behind.
+    """
+
+    def __init__(
+        self, reader: InspectedStore, session: str | None, status: EventStatus | None
+    ) -> None:
+        self._reader = reader
+        self._session = session
+        self._status = status
+        self._last_rowid = 0
+        self._position: TailPosition | None = None
+
+    def latest(self, limit: int) -> list[StoredEvent]:
+        """The last `limit` events, oldest first; following goes on after them."""
+        return self._read(limit, first=True)
+
+    def next(self, limit: int) -> list[StoredEvent]:
+        """Up to `limit` events stored since the last read, oldest first."""
+        return self._read(limit, first=False)
+
+    def _read(self, limit: int, *, first: bool) -> list[StoredEvent]:
+        from ..store.reader import StoreReader
+
+        reader = self._reader
+        if isinstance(reader, StoreReader):
+            after = None if first else self._last_rowid
+            events = reader.recent_events(limit, self._session, after, status=self._status)
+            if events:
+                self._last_rowid = events[-1].rowid
+            return events
+        events, self._position = reader.tail_events(
+            limit, self._session, status=self._status, after=None if first else self._position
+        )
+        return events
 
 
 def filtered_table(events: Sequence[StoredEvent], *, header: bool = True) -> Table:
@@ -148,7 +190,7 @@ def tasks_command(
     """List the stored tasks (background work and finished calls), lost ones included."""
     from .inspect_views import task_json, tasks_table
 
-    with reading_store(config, store, db) as reader:
+    with reading_any_store(config, store, db) as reader:
         records = reader.tasks(session)
         if as_json:
             for record in records:
@@ -157,7 +199,7 @@ def tasks_command(
             out.print(tasks_table(records))
         else:
             where = f" of session {session!r}" if session is not None else ""
-            out.print(f"[dim]No tasks{escape(where)} in {escape(str(reader.path))}.[/dim]")
+            out.print(f"[dim]No tasks{escape(where)} in {escape(store_name(reader))}.[/dim]")
 
 
 def timers_command(
@@ -173,7 +215,7 @@ def timers_command(
     """List the active timers, soonest first, with their next fire in local time and UTC."""
     from .inspect_views import timer_json, timers_table
 
-    with reading_store(config, store, db) as reader:
+    with reading_any_store(config, store, db) as reader:
         records = reader.timers(session, active_only=not show_all)
         if as_json:
             for record in records:
@@ -183,7 +225,7 @@ def timers_command(
         else:
             which = "timers" if show_all else "active timers"
             where = f" of session {session!r}" if session is not None else ""
-            out.print(f"[dim]No {which}{escape(where)} in {escape(str(reader.path))}.[/dim]")
+            out.print(f"[dim]No {which}{escape(where)} in {escape(store_name(reader))}.[/dim]")
 
 
 def _print_json(value: Any) -> None:

@@ -24,7 +24,7 @@ from .console import err, fail, out
 if TYPE_CHECKING:
     from ..agent.router import Router
     from ..agent.session_config import SessionObserver
-    from ..config import ChannelTable, WakefulConfig
+    from ..config import ChannelTable, StoreConfig, WakefulConfig
     from ..mcp.pins import ToolPins
     from ..models.base import Model
     from ..runtime.runtime import Runtime
@@ -55,6 +55,17 @@ ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="The configuration file.", dir_okay=False)
 ]
 QuietOption = Annotated[bool, typer.Option("--quiet", help="Hide tool calls.")]
+RunStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Where the runtime keeps its state, over [store] in the configuration: a SQLite "
+        "file, or a PostgreSQL database as postgresql://USER@HOST:PORT/DATABASE (no password in "
+        "the URL: set PGPASSWORD or use ~/.pgpass; needs pip install 'wakeful[postgres]').",
+        show_default=False,
+    ),
+]
+"""Text, not a path, so that a URL keeps its `//`."""
 WebAddressOption = Annotated[
     str | None,
     typer.Option(
@@ -141,9 +152,10 @@ def run(
         ),
     ] = False,
     web_address: WebAddressOption = None,
+    store: RunStoreOption = None,
 ) -> None:
     """Start the runtime with the configured agent and a console chat."""
-    prepared = prepare_run(config)
+    prepared = prepare_run(config, store=store)
     options = web_console_options(prepared.config, web_address, session) if web else None
 
     async def chat(rt: Runtime) -> None:
@@ -170,13 +182,16 @@ class PreparedRun:
     pins: ToolPins | None
 
 
-def prepare_run(config: Path) -> PreparedRun:
+def prepare_run(config: Path, *, store: str | None = None) -> PreparedRun:
     """Load `config` and build its model, router, gate and MCP pins; a configuration error is
-    printed with its fix (exit 1), a missing model with examples (exit 2)."""
+    printed with its fix (exit 1), a missing model with examples (exit 2). `store` (`--store`:
+    a file path or a PostgreSQL URL) replaces the configuration's `[store]` location."""
     from ..config import build_gate, build_model, build_router, load_config
 
     try:
         cfg = load_config(config)
+        if store is not None:
+            cfg.store = with_store_location(cfg.store, store)
         if cfg.model is None:
             err.print(NO_MODEL_HELP.format(path=config), markup=False)
             raise typer.Exit(2)
@@ -194,6 +209,16 @@ def prepare_run(config: Path) -> PreparedRun:
     return PreparedRun(config, cfg, model, parallel, router, gate, pins)
 
 
+def with_store_location(config: StoreConfig, location: str) -> StoreConfig:
+    """`[store]` with its location replaced by `--store LOCATION`: a PostgreSQL URL (checked:
+    a misspelt scheme or a password in it is a UserError) or a SQLite file path."""
+    from ..runtime.settings import check_store_url, is_store_url
+
+    if is_store_url(location):
+        return config.model_copy(update={"url": check_store_url(location, given_as="--store")})
+    return config.model_copy(update={"path": Path(location).expanduser(), "url": None})
+
+
 def build_runtime(prepared: PreparedRun, *, observer: SessionObserver | None = None) -> Runtime:
     """The runtime `prepared` describes (not yet entered): `wakeful run`'s, the web console's
     and the collaboration MCP server's; `observer` shows its work (None: nothing is shown)."""
@@ -202,9 +227,11 @@ def build_runtime(prepared: PreparedRun, *, observer: SessionObserver | None = N
     from ..runtime.runtime import Runtime
 
     cfg = prepared.config
-    return Runtime(
+    rt = Runtime(
         model=prepared.model,
-        store_path=cfg.store.path,
+        # A PostgreSQL database when [store] (or --store) gives a URL, else the SQLite file.
+        store_path=cfg.store.path if cfg.store.url is None else None,
+        store_url=cfg.store.url,
         store_synchronous=cfg.store.synchronous,
         evict_idle_after_seconds=cfg.store.evict_idle_after_seconds,
         mcp_servers=cfg.mcp.servers,
@@ -225,6 +252,14 @@ def build_runtime(prepared: PreparedRun, *, observer: SessionObserver | None = N
         agents=cfg.agent_definitions(),
         subagent_limits=cfg.subagent_limits(),
     )
+    if cfg.store.url is not None and cfg.store.workers:
+        from ..runtime.worker import SessionCluster
+
+        # One worker of several on the database: it owns the sessions it holds a lease on.
+        rt.cluster = SessionCluster(
+            lease_seconds=cfg.store.lease_seconds, name=cfg.store.worker_name
+        )
+    return rt
 
 
 async def close_models(prepared: PreparedRun) -> None:

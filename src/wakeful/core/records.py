@@ -20,6 +20,9 @@ __all__ = [
     "ConnectedChannel",
     "DeliveryState",
     "EventStatus",
+    "HumanRequestKind",
+    "HumanRequestRecord",
+    "HumanRequestStatus",
     "IdempotencyEntry",
     "MessageAttachment",
     "MessageDelivery",
@@ -445,3 +448,41 @@ class CaseRecord(NamedTuple):
     def label(self) -> str:
         """How the case is named to people and models: "case 12"."""
         return f"case {self.number}"
+
+
+# --- requests to a person ------------------------------------------------------------------------
+
+HumanRequestKind = Literal["approval", "input"]
+# "open": waiting for the person; "answered": the person decided (approved, denied, answered or
+# declined); "timed_out": nobody answered in time, the default applied; "ended": it ended without
+# a decision (the call it belonged to ended, e.g. with a restart or a cancellation).
+HumanRequestStatus = Literal["open", "answered", "timed_out", "ended"]
+
+
+class HumanRequestRecord(NamedTuple):
+    """One request to a person (the safety gate's approval, an MCP server's input request, the
+    agent's request_human_approval / request_human_input), kept so that an open request, its
+    answer and the answer's delivery to the session survive a restart.
+
+    `id` is the short id the person types ("/approve 3fa2"), stored lower-case. `data` is JSON
+    text holding what rebuilds the request (options, the form's schema, the default, the tool and
+    reasons, the call and task it belongs to); `decision` is JSON text of how it ended; `late` is
+    JSON text of a list of the answers that came after it ended. `deadline` is when the default
+    applies (None: no deadline). `delivered` says the session has the outcome (as an event or as
+    the call's result), so it is handed over exactly once, also across restarts. Times are ISO
+    UTC strings.
+    """
+
+    id: str
+    session: str
+    kind: HumanRequestKind
+    question: str
+    priority: str
+    opened_at: str
+    deadline: str | None
+    data: str
+    status: HumanRequestStatus = "open"
+    decision: str | None = None
+    closed_at: str | None = None
+    delivered: bool = False
+    late: str = "[]"

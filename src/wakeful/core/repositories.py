@@ -20,6 +20,8 @@ from .records import (
     CaseRecord,
     DeliveryState,
     EventStatus,
+    HumanRequestRecord,
+    HumanRequestStatus,
     IdempotencyEntry,
     OutboundMessage,
     StoredConfirmation,
@@ -35,6 +37,7 @@ __all__ = [
     "CaseRepository",
     "ConfirmationRepository",
     "EventRepository",
+    "HumanRequestRepository",
     "IdempotencyRepository",
     "MessageRepository",
     "Repositories",
@@ -162,6 +165,27 @@ class TimerRepository(Protocol):
         in one transaction, so that a crash can neither lose a fire nor repeat one."""
         ...
 
+    async def claim_due(
+        self,
+        decide: Callable[
+            [Sequence[TimerRecord], datetime], tuple[Sequence[Event], Sequence[TimerRecord]]
+        ],
+        *,
+        limit: int = 100,
+        now: datetime | None = None,
+    ) -> list[Event]:
+        """Fire up to `limit` due timers (active, `next_fire` at or before `now`, by default the
+        store's clock) and return the fire events stored.
+
+        The claim, the decision and the writes are one transaction: the due timers are read as
+        stored (not as a caller remembers them), ``decide(timers, now)`` returns their fire
+        events and new state, and both are stored (the events as pending) before the next claim
+        can see the timers. A due timer is claimed by one caller only, whichever process or
+        worker asks, so each occurrence fires once; a timer fired or deleted meanwhile is not
+        claimed. `decide` runs on the store's writer: it must be quick, must not touch the
+        store, and may change only timers it was given (else nothing is saved)."""
+        ...
+
     async def delete(self, timer_id: str) -> bool:
         """Delete a timer; return whether it was stored."""
         ...
@@ -202,6 +226,11 @@ class IdempotencyRepository(Protocol):
 
     async def entry(self, tool: str, key: str) -> IdempotencyEntry | None:
         """The stored entry of (tool, key), if any."""
+        ...
+
+    async def running_elsewhere(self, entry: IdempotencyEntry) -> bool:
+        """Whether `entry` is a running claim of another store instance that is still alive (a
+        live worker sharing this store), so its action may still be going on."""
         ...
 
 
@@ -383,6 +412,11 @@ class SubagentRepository(Protocol):
         the first ending wins."""
         ...
 
+    async def record_tokens(self, subagent_id: str, tokens: int) -> None:
+        """Raise the stored model tokens of a child to `tokens` (never lowers them), so the
+        tokens of its tree count across a restart; a kept write."""
+        ...
+
     async def mark_delivered(self, subagent_id: str) -> bool:
         """Record that its parent has the result; False when it was delivered already."""
         ...
@@ -415,4 +449,51 @@ class CaseRepository(Protocol):
 
     async def all(self) -> list[CaseRecord]:
         """Every case, oldest first."""
+        ...
+
+
+class HumanRequestRepository(Protocol):
+    """The requests to a person (:class:`HumanRequestRecord`): the open ones, how each ended and
+    whether its session has the outcome; what lets a restart put open requests back in the queue,
+    apply the defaults that fell due meanwhile, and find a request a late answer names."""
+
+    async def add(self, record: HumanRequestRecord) -> None:
+        """Store a new request (status "open"); an id stored already is refused (UserError)."""
+        ...
+
+    async def close(
+        self,
+        request_id: str,
+        status: HumanRequestStatus,
+        decision: str,
+        *,
+        delivered: bool = False,
+    ) -> bool:
+        """Record how an open request ended (`decision` as JSON text; `closed_at` is now);
+        False (nothing changed) when it had ended already: the first ending wins. `delivered`:
+        the session already has the outcome (e.g. the call waited for it inline)."""
+        ...
+
+    async def add_late(self, request_id: str, answer: str) -> bool:
+        """Append `answer` (JSON text) to the late answers of an ended request; False when there
+        is no such ended request."""
+        ...
+
+    async def mark_delivered(self, request_id: str) -> bool:
+        """Record that the session has the outcome; False when it was delivered already."""
+        ...
+
+    async def get(self, request_id: str) -> HumanRequestRecord | None:
+        """The request with this id (any case), open or ended."""
+        ...
+
+    async def unsettled(self) -> list[HumanRequestRecord]:
+        """Requests still open, or ended with an outcome their session does not have yet; oldest
+        first."""
+        ...
+
+    async def recent(
+        self, limit: int = 50, *, session: str | None = None
+    ) -> list[HumanRequestRecord]:
+        """Up to `limit` requests (of one session), open or ended, newest first."""
         ...

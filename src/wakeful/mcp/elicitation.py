@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 
 import mcp_types
 
-from ..safety.approvals import Approvals, InputOutcome, InvalidAnswer
+from ..safety.approvals import Approvals
+from ..safety.human_requests import InputOutcome, InvalidAnswer
 
 __all__ = ["CallOrigin", "ElicitationForm", "MCPElicitation", "UnsupportedForm"]
 
@@ -229,7 +230,7 @@ def _bounds(low: float | None, high: float | None) -> str:
 
 class ElicitationForm:
     """A form-mode elicitation's `requestedSchema` as a form a person fills in by typing
-    (an :class:`~wakeful.safety.approvals.InputForm`)."""
+    (an :class:`~wakeful.safety.human_requests.InputForm`)."""
 
     def __init__(self, fields: list[_Field]) -> None:
         self.fields = {f.name: f for f in fields}

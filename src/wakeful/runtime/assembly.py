@@ -9,8 +9,8 @@ leaves them in reverse order; the runtime calls these in the order its start nee
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskGroup
 
+from ..errors import UserError
 from ..services import Emit, Outbox, Services
 from ..tools.tasks import TaskManager
 from .idle_eviction import IdleEviction
@@ -26,8 +27,9 @@ from .recovery import record_stopped_task
 if TYPE_CHECKING:
     from ..agent.router import Decision
     from ..channels.timers import TimerService
+    from ..core.runtime_store import RuntimeStore
     from ..events import Event
-    from ..store.sqlite import Store
+    from ..store.postgres import PostgresStore
     from .channels import RuntimeChannels
     from .inbox import RuntimeInbox
     from .settings import RuntimeSettings
@@ -42,9 +44,11 @@ __all__ = [
 ]
 
 
-async def open_store(settings: RuntimeSettings, stack: AsyncExitStack) -> Store | None:
-    """The store at `settings.store_path` (None without one), closed when `stack` unwinds, even
-    while cancelled."""
+async def open_store(settings: RuntimeSettings, stack: AsyncExitStack) -> RuntimeStore | None:
+    """The store `settings` names (None without one): the SQLite file at `store_path`, or the
+    PostgreSQL database at `store_url`; closed when `stack` unwinds, even while cancelled."""
+    if settings.store_url is not None:
+        return await open_postgres_store(settings.store_url, stack)
     if settings.store_path is None:
         return None
     from ..store.sqlite import Store
@@ -60,10 +64,41 @@ async def open_store(settings: RuntimeSettings, stack: AsyncExitStack) -> Store 
     return store
 
 
+async def open_postgres_store(url: str, stack: AsyncExitStack) -> RuntimeStore:
+    """The PostgreSQL store at `url`, its writer running until `stack` unwinds; then every
+    queued write is committed (shielded from a cancellation) before the pool closes.
+
+    Without psycopg (the `postgres` extra) the start fails with a UserError that says how to
+    install it; a server that cannot be reached, with the store's StoreError."""
+    try:
+        from ..store.postgres import PostgresStore
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("psycopg"):
+            raise
+        raise UserError(
+            f"A store on PostgreSQL needs psycopg, which is not installed ({exc.name} is "
+            "missing). Install it with: pip install 'wakeful[postgres]'."
+        ) from exc
+    store = await PostgresStore.open(url)
+    return await stack.enter_async_context(_running(store))
+
+
+@asynccontextmanager
+async def _running(store: PostgresStore) -> AsyncIterator[PostgresStore]:
+    """`store` with its writer running (its own task group); closed shielded on the way out, so
+    a cancelled runtime still commits what it queued, then the writer's group ends."""
+    async with store:
+        try:
+            yield store
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+
+
 def new_services(
     settings: RuntimeSettings,
     tg: TaskGroup,
-    store: Store | None,
+    store: RuntimeStore | None,
     *,
     emit: Emit,
     submit_task_result: Callable[[Event], Awaitable[Decision]],
@@ -93,7 +128,10 @@ def new_services(
 
 
 async def start_eviction(
-    settings: RuntimeSettings, tg: TaskGroup, store: Store | None, evict: Callable[[str], bool]
+    settings: RuntimeSettings,
+    tg: TaskGroup,
+    store: RuntimeStore | None,
+    evict: Callable[[str], bool],
 ) -> IdleEviction | None:
     """The countdowns that unload idle sessions through `evict`, running in `tg`; None without
     a store (an unloaded session's state would be lost) or with eviction off."""
@@ -115,7 +153,7 @@ async def check_sandbox(settings: RuntimeSettings) -> None:
 
 async def load_timers(
     settings: RuntimeSettings,
-    store: Store | None,
+    store: RuntimeStore | None,
     services: Services,
     hand_over: Callable[[Event], Awaitable[Decision]],
 ) -> TimerService | None:
@@ -130,7 +168,14 @@ async def load_timers(
         return None
     from ..channels.timers import TimerService
 
-    timers = TimerService(store, hand_over, clock=settings.clock)
+    # A store other workers share: claim every few seconds too, so timers set through a worker
+    # that has gone still fire.
+    timers = TimerService(
+        store,
+        hand_over,
+        clock=settings.clock,
+        poll_seconds=5.0 if settings.store_url is not None else None,
+    )
     services.timers = timers
     await timers.load()
     return timers
@@ -140,7 +185,7 @@ async def start_channels(
     settings: RuntimeSettings,
     tg: TaskGroup,
     inbox: RuntimeInbox,
-    store: Store | None,
+    store: RuntimeStore | None,
     services: Services,
 ) -> RuntimeChannels:
     """The runtime's channels, each supervised in `tg`: the configured ones validated (a bad

@@ -72,7 +72,7 @@ class ToolCatalog:
     def __init__(self, settings: RuntimeSettings) -> None:
         self._settings = settings
         given = list(settings.tools)
-        builtin = [*core_tools(), *(channel_tools() if settings.store_path is not None else [])]
+        builtin = [*core_tools(), *(channel_tools() if settings.has_store else [])]
         tool_list = [*builtin, *given] if settings.with_core_tools else given
         # The names that stay in the prompt with discovery on (empty with it off).
         self.core_names: tuple[str, ...] = ()

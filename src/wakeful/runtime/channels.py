@@ -36,8 +36,8 @@ from ..errors import UserError
 from .inbox import ChannelCounts, FilteringInbox, RuntimeInbox
 
 if TYPE_CHECKING:
+    from ..core.runtime_store import RuntimeStore
     from ..services import Services
-    from ..store.sqlite import Store
 
 __all__ = [
     "ChannelInfo",
@@ -170,7 +170,7 @@ class RuntimeChannels:
         *,
         tg: TaskGroup,
         inbox: RuntimeInbox,
-        store: Store | None,
+        store: RuntimeStore | None,
         workspace: Path,
         kinds: Mapping[str, ChannelKind] | None = None,
         services: Services | None = None,

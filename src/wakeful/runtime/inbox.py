@@ -30,7 +30,7 @@ from ..events import Event, storable_event, utc_now
 if TYPE_CHECKING:
     from ..agent.router import Decision
     from ..channels.filters import ChannelFilter
-    from ..store.sqlite import Store
+    from ..core.runtime_store import RuntimeStore
 
 __all__ = ["SCAN_CHARS", "ChannelCounts", "FilteringInbox", "RuntimeInbox", "suspicious_findings"]
 
@@ -92,7 +92,7 @@ class RuntimeInbox:
     def __init__(
         self,
         *,
-        store: Store | None,
+        store: RuntimeStore | None,
         hand: Callable[[Event], Awaitable[Decision]],
         answers_approval: Callable[[Event], bool],
         max_event_bytes: int,

@@ -15,7 +15,7 @@ from ..agent.router import Decision, Strategy
 from ..events import Event, InvalidEvent, cut_to_fit, storable_event
 
 if TYPE_CHECKING:
-    from ..store.sqlite import Store
+    from ..core.runtime_store import RuntimeStore
 
 __all__ = ["EventIntake"]
 
@@ -34,7 +34,7 @@ class EventIntake:
         hand: Callable[[Event], Awaitable[Decision]],
         answers_approval: Callable[[Event], bool],
     ) -> None:
-        self.store: Store | None = None
+        self.store: RuntimeStore | None = None
         self._max_bytes = max_event_bytes
         self._hand = hand
         self._answers_approval = answers_approval

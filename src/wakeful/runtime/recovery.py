@@ -14,13 +14,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..agent.trajectory import Trajectory
+from ..agent.trajectory import Trajectory, TrajectoryStore
 from ..events import SYSTEM_ALERT, Event, Source
 
 if TYPE_CHECKING:
     from ..agent.router import Decision
     from ..agent.session import AgentSession
-    from ..store.sqlite import Store
+    from ..core.runtime_store import RuntimeStore
     from ..tools.tasks import TaskRecord
 
 __all__ = ["record_stopped_task", "recover", "restored_trajectory"]
@@ -28,11 +28,14 @@ __all__ = ["record_stopped_task", "recover", "restored_trajectory"]
 logger = logging.getLogger(__name__)
 
 
-async def restored_trajectory(session_id: str, store: Store | None) -> Trajectory:
+async def restored_trajectory(
+    session_id: str, store: RuntimeStore | None, *, writes: TrajectoryStore | None = None
+) -> Trajectory:
     """The session's trajectory as stored (empty without a store), repaired where a crash cut
-    it off, so that the model sees every call answered."""
+    it off, so that the model sees every call answered. `writes`: where its writes go instead
+    of `store` (a worker's fenced view of a session it owns, see `.worker`)."""
     messages = await store.load_trajectory(session_id) if store else []
-    trajectory = Trajectory(session_id, messages, store=store)
+    trajectory = Trajectory(session_id, messages, store=writes or store)
     if store is not None:
         # A reply whose message went out before the crash is answered as sent, not lost.
         from ..toolkits.comms.reply import recovered_replies
@@ -45,7 +48,7 @@ async def restored_trajectory(session_id: str, store: Store | None) -> Trajector
 
 
 async def recover(
-    store: Store,
+    store: RuntimeStore,
     *,
     load: Callable[[str], Awaitable[AgentSession]],
     submit: Callable[[Event], Awaitable[Decision]],
@@ -95,7 +98,7 @@ def lost_task_alert(record: TaskRecord) -> Event:
     )
 
 
-def record_stopped_task(store: Store, record: TaskRecord) -> None:
+def record_stopped_task(store: RuntimeStore, record: TaskRecord) -> None:
     """Store a background task the runtime's stop cut off, with the note its session reads at
     the next start (see `TaskManager`'s `on_stopped`).
 

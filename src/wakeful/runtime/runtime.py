@@ -5,7 +5,9 @@ to its session, which routes it (cancel, queue or parallel). On entry the runtim
 previous run left behind, loading only the sessions that have work: those whose trajectory was cut
 off (a call without its result, repaired; a message awaiting the model), those with pending events
 (re-queued), and those with a task that was running when the runtime was killed (reported lost).
-Every other session loads on its next event. On a clean stop, background tasks still running are
+Every other session loads on its next event. Requests to people it left open are open again (their
+outcomes arrive as `human.answer` events), and those whose call ended with it are closed as
+ended (see `wakeful.safety.approvals`). On a clean stop, background tasks still running are
 cancelled, their processes stopped, and each session is told at the next start (a stored event).
 With a store, sessions that stay idle are unloaded (`evict_idle_after_seconds`) and reloaded from
 it on their next event.
@@ -19,10 +21,12 @@ alerts for whoever runs it (`.operator_alerts`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -37,6 +41,7 @@ from ..delivery.dispatcher import Dispatcher
 from ..delivery.settings import DeliverySettings
 from ..errors import UserError
 from ..events import USER_INPUT, Event
+from ..mcp.elicitation import ElicitationForm
 from ..models.base import Model
 from ..safety.approvals import Approvals
 from ..safety.cases import CaseBook, last_user_request
@@ -68,9 +73,10 @@ if TYPE_CHECKING:
     from ..channels.registry import ChannelSpec
     from ..channels.timers import TimerService
     from ..core.channel import ChannelHealth
+    from ..core.runtime_store import RuntimeStore
     from ..mcp.client import MCPToolset
     from ..safety.commands import PolicySettings
-    from ..store.sqlite import Store
+    from .worker import SessionCluster
 
 __all__ = ["Runtime", "RuntimeSettings", "core_tools"]
 
@@ -131,10 +137,13 @@ class Runtime:
         # Where channels deliver (see `.inbox`); the store is set on entry.
         self.inbox = self._new_inbox(None)
         self._channels: RuntimeChannels | None = None
-        self.store: Store | None = None
+        self.store: RuntimeStore | None = None
         self.timers: TimerService | None = None
         self._tg: TaskGroup | None = None
         self._services: Services | None = None
+        # Set before entry to run as one worker of several sharing a PostgreSQL store (see
+        # `.worker`): only the sessions this worker owns run here.
+        self.cluster: SessionCluster | None = None
         self._entered = False
         self._stack = AsyncExitStack()
 
@@ -190,9 +199,12 @@ class Runtime:
         self.gate = self._complete_gate(store)
         # One queue of requests to people: the gate's approvals, MCP input requests and the
         # agent's own (request_human_approval / request_human_input).
-        self._approvals = self._approvals_for(self.gate)
+        self._approvals = self._approvals_for(self.gate, store)
         self._services.state[Approvals] = self._approvals
-        self._tg.start_soon(self._approvals.serve, name="approval notes")
+        # It hands the outcome of a request the agent did not wait for to its session as a
+        # `human.answer` event, once (a second hand-over after a crash is dropped by its id).
+        serve = partial(self._approvals.serve, settled=self._services.tasks.settled.notify)
+        await self._tg.start(serve, self._deliver_once, name="requests to people")
         # Tools' long-lived state (interpreters, shell history) ends before the task group.
         self._stack.push_async_callback(close_state, self._services)
         self._eviction = await start_eviction(settings, self._tg, store, self._evict)
@@ -220,6 +232,9 @@ class Runtime:
             await self._tg.start(self.timers.run)
         # After recovery too: what a channel delivers now goes to sessions already restored.
         self.inbox = self._new_inbox(store)
+        # The requests to people a previous run left: open again (answerable as soon as the
+        # channels run), their outcomes handed over, or ended with the call they were for.
+        await self._approvals.restore(form_of=ElicitationForm.from_schema)
         if self.subagents is not None:
             host = RuntimeSubagentHost(
                 self._deliver_once,
@@ -252,7 +267,7 @@ class Runtime:
         self._stack.callback(dispatcher.uninstall, outbox)
         return dispatcher
 
-    def _new_inbox(self, store: Store | None) -> RuntimeInbox:
+    def _new_inbox(self, store: RuntimeStore | None) -> RuntimeInbox:
         return RuntimeInbox(
             store=store,
             hand=self._hand,
@@ -261,9 +276,24 @@ class Runtime:
         )
 
     async def _hand(self, event: Event) -> Decision:
-        """Hand a stored event to its session, noting the user's activity."""
+        """Hand a stored event to its session, noting the user's activity (as one worker of
+        several: only when its session runs here)."""
         self.activity.saw(event)
+        if self.cluster is not None and (elsewhere := await self.cluster.route(event)):
+            return elsewhere
         return await self._sessions.hand(event)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop a session this worker no longer owns (see `.worker`), writing nothing."""
+        if session_id in self.sessions:
+            # A session loaded but not started yet has no loop to cancel: it is forgotten all
+            # the same (unload removes it first).
+            with contextlib.suppress(KeyError):
+                self._sessions.unload(session_id)
+            self.catalog.forget_session(session_id)
+        # Its new owner reports them lost to the session: they must not run on here.
+        for task in self.services.tasks.running(session_id):
+            task.cancel("its session moved to another worker")
 
     @property
     def channels(self) -> dict[str, ChannelHealth]:
@@ -284,7 +314,7 @@ class Runtime:
             raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
         return self._channels
 
-    def _complete_gate(self, store: Store | None) -> CallGate | None:
+    def _complete_gate(self, store: RuntimeStore | None) -> CallGate | None:
         """Give the gate what only a running runtime has: a person to ask (through the outbox)
         and, with a store, an audit log whose alerts come back as events."""
         given = self.gate
@@ -306,7 +336,10 @@ class Runtime:
             from ..safety.approvals import Approvals
 
             approvals = Approvals(
-                self.outbox, timeout_seconds=given.approval_timeout_seconds, cases=self.cases
+                self.outbox,
+                timeout_seconds=given.approval_timeout_seconds,
+                cases=self.cases,
+                repository=store.human_requests if store is not None else None,
             )
         reviewer = given.reviewer
         if reviewer is not None and reviewer.cases is None and approvals.cases is not None:
@@ -373,6 +406,17 @@ class Runtime:
         """
         if self.store is None:
             return
+        if self.cluster is not None and self._tg is not None:  # only the sessions it takes over
+            await self.cluster.start(
+                self._tg,
+                self.store,
+                self._sessions,
+                submit=self.submit,
+                forget=self._forget,
+                has_tasks=self.services.tasks.has_unsettled,
+                settled=self.services.tasks.settled.notify,
+            )
+            return
         with self._sessions.held():
             await recover(self.store, load=self._sessions.loaded, submit=self.submit)
         await self._sessions.start_all()
@@ -390,7 +434,8 @@ class Runtime:
     async def _load_session(self, session_id: str) -> AgentSession:
         if self._tg is None:
             raise UserError("The runtime is not running: use `async with Runtime(...) as rt:`.")
-        trajectory = await restored_trajectory(session_id, self.store)
+        writes = self.cluster.writes(session_id) if self.cluster is not None else None
+        trajectory = await restored_trajectory(session_id, self.store, writes=writes)
         model, registry, config = self.model, self.registry, self.session_config
         subagents = self.subagents
         child = await subagents.load(session_id) if subagents is not None else None
@@ -473,11 +518,13 @@ class Runtime:
         self.activity.saw(event)
         return True
 
-    def _approvals_for(self, gate: CallGate | None) -> Approvals:
-        """The gate's request queue, or one of the runtime's own when it has no gate."""
+    def _approvals_for(self, gate: CallGate | None, store: RuntimeStore | None) -> Approvals:
+        """The gate's request queue, or one of the runtime's own when it has no gate (kept in
+        the store, when there is one)."""
         if gate is not None and gate.approvals is not None:
             return gate.approvals
-        return Approvals(self.outbox, cases=self.cases)
+        repository = store.human_requests if store is not None else None
+        return Approvals(self.outbox, cases=self.cases, repository=repository)
 
     def _last_user_request(self, session: str) -> str:
         """What the user of `session` last asked (a case's context), if it is loaded."""
@@ -513,6 +560,10 @@ class Runtime:
             return False
         if include_tasks and self.subagents is not None and self.subagents.busy():
             return False  # a child at work, or a result on its way to the parent
+        if include_tasks and self._approvals is not None and self._approvals.busy():
+            return False  # a person's answer on its way to a session
+        if self.cluster is not None and self.cluster.settling:
+            return False  # a session taken over here, its events on their way to it
         return self._sessions.all_idle()
 
     async def wait_idle(self, *, include_tasks: bool = True) -> None:

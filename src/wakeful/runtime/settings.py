@@ -3,7 +3,8 @@ and every other option `Runtime(...)` takes as a keyword argument.
 
 `Runtime(model=m, store_path="agent.db")` and
 `Runtime.from_settings(RuntimeSettings(model=m, store_path=Path("agent.db")))` build the same
-runtime: the keyword arguments (`RuntimeOptions`, as a caller may give them) are the fields of
+runtime (`store_url="postgresql://wakeful@db/wakeful"` instead runs it on PostgreSQL): the
+keyword arguments (`RuntimeOptions`, as a caller may give them) are the fields of
 `RuntimeSettings`, one for one. The value is never changed by the runtime that uses it: what a
 runtime derives from it (the system prompt with the skills' index, the gate completed with an
 audit log) is its own.
@@ -15,6 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from ..errors import UserError
+from ..store.urls import POSTGRES_SCHEMES
 
 if TYPE_CHECKING:
     from ..agent.router import Router
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
     from ..tools.cache import ResultCache
     from ..tools.spec import Tool
 
-__all__ = ["RuntimeOptions", "RuntimeSettings"]
+__all__ = ["RuntimeOptions", "RuntimeSettings", "check_store_url", "is_store_url"]
 
 
 class RuntimeOptions(TypedDict, total=False):
@@ -47,6 +52,7 @@ class RuntimeOptions(TypedDict, total=False):
     tools: Iterable[Tool]
     with_core_tools: bool
     store_path: str | Path | None
+    store_url: str | None
     store_synchronous: Literal["full", "normal"]
     session_config: SessionConfig | None
     router: Router | None
@@ -83,8 +89,11 @@ class RuntimeSettings:
     with_core_tools: bool = True
     # The SQLite file of events, trajectories, tasks and timers; None keeps everything in memory.
     store_path: Path | None = None
-    # "normal": a commit survives the runtime crashing (kill -9), not the machine losing power;
-    # "full" fsyncs every commit and survives both, at a cost in throughput.
+    # The PostgreSQL database of the store instead (postgresql://USER@HOST:PORT/DATABASE; see
+    # `check_store_url`): the same runtime, its state on a server. Not both.
+    store_url: str | None = None
+    # SQLite only: "normal": a commit survives the runtime crashing (kill -9), not the machine
+    # losing power; "full" fsyncs every commit and survives both, at a cost in throughput.
     store_synchronous: Literal["full", "normal"] = "normal"
     # None: the defaults (a fresh one for each runtime, where an object is created).
     session_config: SessionConfig | None = None
@@ -134,6 +143,21 @@ class RuntimeSettings:
     agents: tuple[AgentDefinition, ...] = ()
     # Depth, concurrency, tokens and wall time of subagents (`[subagents]`); None: defaults.
     subagent_limits: SubagentLimits | None = None
+
+    def __post_init__(self) -> None:
+        if self.store_path is not None and self.store_url is not None:
+            raise UserError(
+                f"Runtime got both store_path ({self.store_path}) and store_url "
+                f"({redacted_url(self.store_url)}); give one: a SQLite file or a PostgreSQL "
+                "database."
+            )
+        if self.store_url is not None:
+            check_store_url(self.store_url, given_as="store_url")
+
+    @property
+    def has_store(self) -> bool:
+        """Whether the runtime keeps its state in a store (a SQLite file or PostgreSQL)."""
+        return self.store_path is not None or self.store_url is not None
 
     @classmethod
     def of(cls, model: Model, **options: Unpack[RuntimeOptions]) -> RuntimeSettings:
@@ -199,3 +223,61 @@ class RuntimeSettings:
         skills' and the command policy's, the later winning where two share a class."""
         skills = [self.skills] if self.skills is not None else []
         return {type(s): s for s in [*self.settings, *skills, self.policy_settings()]}
+
+
+def is_store_url(location: str) -> bool:
+    """Whether `location` (a `--store` or `[store]` value) is meant as a URL rather than a file
+    path: it has a scheme (`postgresql://…`, or a misspelt one, refused by `check_store_url`)."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.replace("+", "").isalpha()
+
+
+def check_store_url(url: str, *, given_as: str) -> str:
+    """`url` when it names a PostgreSQL database without a password; else a UserError that
+    names where it was given (`given_as`), what is wrong and the fix.
+
+    A password is never taken in the URL: it would show in the settings, in logs and in the
+    shell's history. libpq reads it from `PGPASSWORD` or from `~/.pgpass` (or the file
+    `PGPASSFILE` names) instead, which is where it belongs.
+    """
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError as exc:
+        raise UserError(
+            f"{given_as} {redacted_url(url)!r} is not a URL ({exc}). Write it as "
+            "postgresql://USER@HOST:PORT/DATABASE."
+        ) from exc
+    if parts.scheme.lower() not in POSTGRES_SCHEMES:
+        raise UserError(
+            f"{given_as} {redacted_url(url)!r} is not a PostgreSQL URL: its scheme is "
+            f"{parts.scheme!r}, not 'postgresql'. Write postgresql://USER@HOST:PORT/DATABASE, "
+            "or give a file path for a SQLite store."
+        )
+    if password is not None or "password" in parse_qs(parts.query):
+        raise UserError(
+            f"{given_as} {redacted_url(url)!r} names a password; wakeful takes none in the URL "
+            "(it would show in settings, logs and shell history). Remove it and set PGPASSWORD "
+            "where wakeful runs, or put it in ~/.pgpass (libpq reads both)."
+        )
+    return url
+
+
+def redacted_url(url: str) -> str:
+    """`url` as messages may show it: any password replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<an unreadable URL>"
+    netloc = parts.netloc
+    if password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = parts.query
+    if "password" in parse_qs(query):
+        query = "&".join(
+            "password=***" if pair.partition("=")[0] == "password" else pair
+            for pair in query.split("&")
+        )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

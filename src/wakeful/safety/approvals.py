@@ -18,46 +18,121 @@ The agent's own requests to a person (`request_human_approval`, `request_human_i
 :mod:`wakeful.toolkits.collaboration.human`) are the same two kinds in the same queue, opened
 with a priority (the outbox's urgency, which decides how the person is reached), a timeout of
 their own and a default: :meth:`Approvals.open_approval` / :meth:`Approvals.open_input` put the
-question, :meth:`Approvals.decision` waits for the answer and applies the default when none
-comes. Every request ends as a :class:`HumanDecision` (told to `decision_listeners`, the
-learning loop's hook). The first answer wins; an answer to a request that was already answered
-or has timed out is recorded on it (:class:`LateAnswer`), not applied, and the person is told so
-(through :meth:`Approvals.serve`, which the runtime runs).
+question. The outcome goes where the request says (`answered_in`): back to a call that waits
+for it (:meth:`Approvals.decision`), or, for a request the agent did not wait for, to its
+session as a `human.answer` event, which the queue adds itself while it is served
+(:meth:`Approvals.serve`, which the runtime runs). Every request ends as a
+:class:`~wakeful.safety.decisions.HumanDecision` (told to `decision_listeners`, the learning
+loop's hook). The first answer wins; an answer to a request that was already answered or has
+timed out is recorded on it (:class:`~wakeful.safety.decisions.LateAnswer`), not applied, and
+the person is told so.
+
+With a repository (:class:`~wakeful.core.repositories.HumanRequestRepository`, the store's),
+every request is stored as it opens and as it ends, so a restart loses none
+(:meth:`Approvals.restore`): a request whose answer goes to an event is open again with the time
+it had left (its default applied at once when its deadline passed meanwhile), an outcome not yet
+handed over is handed over once, and a request whose call ended with the restart is closed as
+ended, which is what a late answer to it is told. A stored request that cannot be rebuilt (its
+data damaged, or written by another version) ends too, and unless it was answered in its call,
+its session is told so in a `human.answer` event, once: the agent does not wait forever.
+
+The requests themselves are in :mod:`wakeful.safety.human_requests`, their stored form in
+:mod:`wakeful.safety.request_records`; this module is the queue.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any, Final, Literal, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 
-from ..core.records import CaseDecision
-from ..errors import StoreError
-from ..events import utc_now
+from ..core.records import CaseDecision, HumanRequestRecord, HumanRequestStatus
+from ..core.repositories import HumanRequestRepository
+from ..errors import StoreError, UserError
+from ..events import Event, utc_now
 from ..services import Outbox
-from .cases import CaseBook, CaseRequest, SimilarCase, decision_note, similar_for_person
+from .cases import CaseBook, SimilarCase, decision_note
+from .decisions import (
+    DecisionListener,
+    HumanDecision,
+    LateAnswer,
+    RequestStatus,
+    duration_words,
+    said,
+    values_words,
+)
+from .human_requests import (
+    AnsweredIn,
+    ApprovalHandler,
+    ApprovalRequest,
+    HumanRequest,
+    InputForm,
+    InputOutcome,
+    InputReply,
+    InputRequest,
+    InvalidAnswer,
+    Priority,
+    case_request,
+    decision_of,
+    first_answer,
+)
+from .request_records import (
+    NOT_RESTORED,
+    RESTART_ENDED,
+    FormOf,
+    answer_event,
+    answered_in_of,
+    record_of,
+    request_of,
+    restart_answer_event,
+    set_ending,
+    stand_in,
+)
 from .verdict import Verdict
+
+__all__ = [
+    "AnsweredIn",
+    "ApprovalHandler",
+    "ApprovalRequest",
+    "Approvals",
+    "DecisionListener",
+    "HumanDecision",
+    "HumanRequest",
+    "InputForm",
+    "InputOutcome",
+    "InputReply",
+    "InputRequest",
+    "InvalidAnswer",
+    "LateAnswer",
+    "Priority",
+    "RequestStatus",
+    "answer_event",
+    "duration_words",
+]
 
 log = logging.getLogger(__name__)
 
-Priority = Literal["low", "normal", "high", "urgent"]
-"""How pressing a request is: the urgency of the question's message, from which the delivery
-policy chooses how the person is reached (urgent: every channel in turn until read)."""
-
-RequestStatus = Literal["answered", "declined", "timed_out"]
+DeliverEvent = Callable[[Event], Awaitable[object]]
+"""Stores an event and hands it to its session, dropping one whose id is stored already."""
 
 # Closed requests kept to recognise a late or second answer (and to list recent decisions).
 CLOSED_KEPT: Final = 256
 # Notes for the person (about late answers) kept while nothing sends them.
 NOTES_KEPT: Final = 100
+# Why a request ended without a decision: its call ended, or its question could not be sent.
+CALL_ENDED: Final = (
+    "the call it was for ended before an answer came (it was cancelled, or the runtime stopped)"
+)
+NOT_SENT: Final = "the question could not be sent"
 
 _COMMAND = re.compile(
     r"^\s*/?(?P<verb>approve|deny|reject)\s+(?P<id>[0-9a-f]{4,12})\b\s*(?P<why>.*)$",
@@ -73,307 +148,21 @@ _YES = frozenset({"yes", "y", "approve", "approved", "ok", "allow", "是", "好"
 _NO = frozenset({"no", "n", "deny", "denied", "reject", "不", "否", "拒絕", "拒绝", "不同意"})
 
 
-@dataclass(frozen=True)
-class LateAnswer:
-    """An answer that came after its request was answered or had timed out: recorded on the
-    request, not applied."""
-
-    answer: str
-    """What the person answered, in words ("approve", "deny: not now", "date=2026-12-24")."""
-    at: datetime
-    why_not_applied: str
-
-
-@dataclass(frozen=True)
-class HumanDecision:
-    """How a request to a person ended: what the agent reads, and what the learning loop keeps."""
-
-    request_id: str
-    session: str
-    kind: Literal["approval", "input"]
-    question: str
-    status: RequestStatus
-    waited_seconds: float
-    choice: str | None = None
-    """An approval's option: the one chosen, or the default applied."""
-    values: dict[str, Any] = field(default_factory=dict)
-    """An input request's values: those given, or the default applied."""
-    reason: str = ""
-    """The person's own words with their answer (why they denied, declined)."""
-    applied_default: bool = False
-    default_words: str = ""
-    """The default in words ("deny", "date=2026-12-24"); "" when none was set."""
-    decided_at: datetime = field(default_factory=utc_now)
-    case: int | None = None
-    """The number of the case this decision was kept as (the learning loop), if it was."""
-    case_note: str = ""
-    """For the agent: the case's id and the similar earlier cases (see safety.cases)."""
-
-    def text(self) -> str:
-        """The decision as the agent reads it, saying when a default was applied and why, and
-        the case it was kept as."""
-        said = self._said()
-        return f"{said}\n{self.case_note}" if self.case_note else said
-
-    def _said(self) -> str:
-        head = f"request [{self.request_id}] ({_quoted(self.question)})"
-        answer = self.choice if self.kind == "approval" else _values_words(self.values)
-        why = f' Their reason: "{self.reason}".' if self.reason else ""
-        if self.status == "answered":
-            return f"The approver answered {head}: {answer}.{why}"
-        if self.status == "declined":
-            said = f"The approver declined to answer {head}.{why}"
-        else:
-            said = f"No answer to {head} in {duration_words(self.waited_seconds)}."
-        if self.applied_default:
-            return f"{said} Applied the default: {self.default_words}."
-        return (
-            f"{said} No default was set, so nothing was decided: go on without it, or ask again "
-            "if it is still needed."
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        """The decision as JSON-ready data (the tool result's structured part)."""
-        return {
-            "request_id": self.request_id,
-            "kind": self.kind,
-            "status": self.status,
-            "choice": self.choice,
-            "values": dict(self.values),
-            "reason": self.reason,
-            "applied_default": self.applied_default,
-            "waited_seconds": round(self.waited_seconds, 3),
-            "decided_at": self.decided_at.isoformat(),
-            "case": self.case,
-        }
-
-
-DecisionListener = Callable[[HumanDecision], None]
-"""Told of every request that ended (e.g. to keep it as a case for the learning loop)."""
-
-
-def duration_words(seconds: float) -> str:
-    """A duration as a person says it: "45 s", "5 min", "2 h"."""
-    if seconds < 120:
-        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:.3g} h"
-
-
-def _values_words(values: dict[str, Any]) -> str:
-    return " ".join(f"{name}={value}" for name, value in values.items()) or "(no values)"
-
-
 @dataclass
-class ApprovalRequest:
-    """One open yes/no question: which call (or, asked by the agent, which question), why it
-    needs a person, and (once given) the answer."""
+class _Serving:
+    """What a running :meth:`Approvals.serve` gives the queue: where its followers run, where
+    `human.answer` events go, and whom to tell that one was handed over."""
 
-    id: str
-    session: str
-    tool: str
-    summary: str
-    reasons: tuple[str, ...]
-    created: datetime = field(default_factory=utc_now)
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    verdict: Verdict | None = None
-    priority: Priority = "high"
-    asker: str = ""
-    """Who asks when it is not the safety gate holding a call ("the agent"); `summary` is then
-    their question."""
-    options: tuple[str, str] = ("approve", "deny")
-    """The words of yes and no, as the asker named them."""
-    default: str | None = None
-    """The option applied when nobody answers in time; None: no (the call is not run)."""
-    timeout_seconds: float | None = None
-    """How long to wait for an answer; None: the approvals' own timeout."""
-    answer_reason: str = ""
-    """The person's own words with their answer."""
-    late: list[LateAnswer] = field(default_factory=list)
-    decision: HumanDecision | None = None
-    started: float = field(default_factory=time.monotonic)
-    context: str = ""
-    """What the user last asked when the request arose (the case's context)."""
-    similar: tuple[SimilarCase, ...] = ()
-    """The similar earlier cases, shown with the question."""
-    case_number: int | None = None
-    """The case the decision was kept as."""
-
-    def question(self) -> str:
-        return _with_similar(self._question(), self.similar)
-
-    def _question(self) -> str:
-        if self.asker:
-            yes, no = self.options
-            why = "".join(f"\n{reason}" for reason in self.reasons)
-            default = self.default or no
-            return (
-                f"Approval requested [{self.id}] by {self.asker}: {_quoted(self.summary)}{why}\n"
-                f"With no answer in {duration_words(self.timeout_seconds or 0)}: {default}.\n"
-                f"Reply /approve {self.id} ({yes}), or /deny {self.id} <why> ({no})."
-            )
-        why = " ".join(self.reasons) or "It needs a person's approval."
-        return (
-            f"Approval needed [{self.id}]: {self.tool} {self.summary}\n{why}\n"
-            f"Reply /approve {self.id} to run it, or /deny {self.id} <why> to refuse."
-        )
-
-
-ApprovalHandler = Callable[[ApprovalRequest], Awaitable[Verdict]]
-"""Answers a request itself (e.g. a web console); returns allow or deny with the reason."""
-
-_QUOTE_LIMIT = 500
-
-
-class InvalidAnswer(ValueError):
-    """Raised by an :class:`InputForm` for an answer it cannot take; the message says what is
-    wrong and what to type instead (it is shown to the person as it is)."""
-
-
-class InputForm(Protocol):
-    """What a person is asked to fill in, and how their answer becomes values."""
-
-    def describe(self) -> str:
-        """The fields, for the question: name, kind, whether required, allowed values."""
-        ...
-
-    def example(self) -> str:
-        """An answer of the right shape after `/answer ID`, e.g. `date=2026-12-24`."""
-        ...
-
-    def parse(self, text: str) -> dict[str, Any]:
-        """The values of a typed answer (`field=value …`); raises InvalidAnswer."""
-        ...
-
-    def check(self, values: dict[str, Any]) -> dict[str, Any]:
-        """The values given by code, checked (and converted); raises InvalidAnswer."""
-        ...
-
-
-@dataclass(frozen=True)
-class InputOutcome:
-    """How an input request ended: the values given, or declined (by the person, or by nobody
-    answering in time) with the reason in words."""
-
-    action: Literal["accept", "decline"]
-    values: dict[str, Any] = field(default_factory=dict)
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class InputReply:
-    """What answering an input request did: `accepted`, or not and why (`text`, for the
-    person); the request stays open after a bad answer."""
-
-    accepted: bool
-    text: str
-
-
-@dataclass
-class InputRequest:
-    """One open request for input: who asks (a third party, never the agent), for which call,
-    their message, and a form to fill in or a page (`url`) to open."""
-
-    id: str
-    session: str
-    asker: str
-    """Who asks, in words ("MCP server 'booking'"): shown first, so no one mistakes it for
-    the agent or the runtime."""
-    call: str
-    """The tool call it is for ("book_table"), or "" when it came outside any call."""
-    message: str
-    form: InputForm | None = None
-    url: str | None = None
-    created: datetime = field(default_factory=utc_now)
-    outcome: InputOutcome | None = None
-    # Woken when the outcome is set, or a note for the person (a bad answer) is waiting.
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    notes: list[str] = field(default_factory=list)
-    priority: Priority = "high"
-    from_agent: bool = False
-    """Asked by the agent itself (request_human_input), not by a third party for a call."""
-    default: dict[str, Any] | None = None
-    """The values applied when nobody answers in time (or the person declines); None: none."""
-    choice_field: str | None = None
-    """Set for an approval with options of its own: the one field, whose value is the choice."""
-    timeout_seconds: float | None = None
-    answer_reason: str = ""
-    late: list[LateAnswer] = field(default_factory=list)
-    decision: HumanDecision | None = None
-    started: float = field(default_factory=time.monotonic)
-    context: str = ""
-    similar: tuple[SimilarCase, ...] = ()
-    case_number: int | None = None
-
-    def default_words(self) -> str:
-        if self.default is None:
-            return ""
-        if self.choice_field is not None:
-            return str(self.default.get(self.choice_field, ""))
-        return _values_words(self.default)
-
-    def question(self) -> str:
-        return _with_similar(self._question(), self.similar)
-
-    def _question(self) -> str:
-        if self.from_agent:
-            return self._agent_question()
-        call = f" for the call to {self.call}" if self.call else ""
-        head = (
-            f"Input requested [{self.id}] by {self.asker}{call}: {_quoted(self.message)}\n"
-            f"{self.asker[0].upper()}{self.asker[1:]} asks this, not the agent."
-        )
-        if self.url is not None:
-            return (
-                f"{head} It asks you to open {self.url}; open it only if you trust that site.\n"
-                f"Reply /answer {self.id} once you have opened it (or to go ahead), or "
-                f"/decline {self.id}."
-            )
-        fields = self.form.describe() if self.form is not None else "none"
-        example = self.form.example() if self.form is not None else ""
-        return (
-            f"{head} Do not type passwords or other secrets here: your answer goes to it.\n"
-            f"Fields: {fields}\n"
-            f"Reply /answer {self.id} {example} to give them, or /decline {self.id}."
-        )
-
-    def _agent_question(self) -> str:
-        fields = self.form.describe() if self.form is not None else "none"
-        example = self.form.example() if self.form is not None else ""
-        wait = duration_words(self.timeout_seconds or 0)
-        default = self.default_words()
-        fallback = f"{default} (the agent's default)" if default else "nothing is decided"
-        if self.choice_field is not None:
-            return (
-                f"Choice requested [{self.id}] by the agent: {_quoted(self.message)}\n"
-                f"{fields}\nWith no answer in {wait}: {fallback}.\n"
-                f"Reply /answer {self.id} <option> to choose, or /decline {self.id}."
-            )
-        return (
-            f"Input requested [{self.id}] by the agent: {_quoted(self.message)}\n"
-            f"Fields: {fields}\nWith no answer in {wait}: {fallback}.\n"
-            f"Reply /answer {self.id} {example} to give them, or /decline {self.id}."
-        )
-
-    def note(self, text: str) -> None:
-        """Leave `text` for the person; the task waiting for the answer sends it."""
-        self.notes.append(text)
-        self.changed.set()
-
-
-def _quoted(text: str) -> str:
-    """Third-party text, on one line, cut short and in quotes, so it reads as someone's words."""
-    line = " ".join(text.split())
-    if len(line) > _QUOTE_LIMIT:
-        line = line[: _QUOTE_LIMIT - 1] + "…"
-    return f'"{line}"'
+    tg: TaskGroup
+    deliver: DeliverEvent | None
+    settled: Callable[[], None] | None
 
 
 class Approvals:
     """Open requests to a person (the gate's approvals, third parties' input requests and the
     agent's own requests), asked through the outbox and answered by the person's reply: one
-    queue, one id space."""
+    queue, one id space. With a `repository`, every request is stored (see the module docs);
+    None keeps them in memory only."""
 
     def __init__(
         self,
@@ -382,18 +171,30 @@ class Approvals:
         timeout_seconds: float = 900.0,
         handler: ApprovalHandler | None = None,
         cases: CaseBook | None = None,
+        repository: HumanRequestRepository | None = None,
     ) -> None:
         self.outbox = outbox
         # Where decisions are kept as cases, and similar earlier ones found; None: nowhere.
         self.cases = cases
         self.timeout_seconds = timeout_seconds
         self.handler = handler
+        self.repository = repository
         self.decision_listeners: list[DecisionListener] = []
         self._open: dict[str, ApprovalRequest | InputRequest] = {}
         self._closed: OrderedDict[str, ApprovalRequest | InputRequest] = OrderedDict()
         # Notes for the person (late answers), sent by `serve`; the oldest dropped past NOTES_KEPT.
         self._notes: list[tuple[str, str]] = []
         self._notes_waiting = anyio.Event()
+        # Late answers to store (by request id), written by `serve` with the notes.
+        self._late_to_store: list[tuple[str, LateAnswer]] = []
+        # Requests whose outcome goes to an event, waiting for `serve` to follow them.
+        self._to_follow: list[ApprovalRequest | InputRequest] = []
+        # Outcomes ready to hand over (of requests that could not be rebuilt at a start),
+        # waiting for `serve`.
+        self._to_tell: list[tuple[HumanRequest, Event]] = []
+        # Requests decided whose `human.answer` event is not handed over yet: id → session.
+        self._handing_over: dict[str, str] = {}
+        self._serving: _Serving | None = None
 
     def pending(self, session: str | None = None) -> list[ApprovalRequest]:
         """The open approval requests (of one session)."""
@@ -413,7 +214,7 @@ class Approvals:
 
     def closed(self, session: str | None = None) -> list[ApprovalRequest | InputRequest]:
         """The most recently ended requests (of one session), oldest first, each with its
-        `decision` and the `late` answers that came after it."""
+        `decision` (or why it `ended` without one) and the `late` answers that came after it."""
         return [r for r in self._closed.values() if session is None or r.session == session]
 
     def get(self, request_id: str) -> ApprovalRequest | InputRequest | None:
@@ -421,11 +222,35 @@ class Approvals:
         key = request_id.lower()
         return self._open.get(key) or self._closed.get(key)
 
-    def _new_id(self) -> str:
-        request_id = secrets.token_hex(2)
-        while request_id in self._open or request_id in self._closed:
-            request_id = secrets.token_hex(3)
-        return request_id
+    @property
+    def answers_as_events(self) -> bool:
+        """Whether a request's outcome can go to its session as a `human.answer` event: the
+        queue is served with somewhere to deliver events (:meth:`serve`)."""
+        return self._serving is not None and self._serving.deliver is not None
+
+    def busy(self, session: str | None = None) -> bool:
+        """Whether an answer is on its way to a session (of one session): a request whose
+        outcome goes to an event was answered (or its default applied), and the event is not
+        handed over yet."""
+        if any(s == session or session is None for s in self._handing_over.values()):
+            return True
+        return any(
+            r.answered_in == "event"
+            and r.has_answer()
+            and (session is None or r.session == session)
+            for r in self._open.values()
+        )
+
+    async def _new_id(self) -> str:
+        """A short id for people to type, used by no request open, recently ended or stored."""
+        for attempt in range(24):
+            request_id = secrets.token_hex(2 if attempt < 8 else 3)
+            if request_id in self._open or request_id in self._closed:
+                continue
+            if self.repository is not None and await self.repository.get(request_id):
+                continue
+            return request_id
+        return secrets.token_hex(6)
 
     # --- asking ----------------------------------------------------------------------------
 
@@ -440,7 +265,9 @@ class Approvals:
     ) -> Verdict:
         """Wait for a person's answer about one call (the safety gate's "ask"); no answer in
         time is a deny. `context` is what the user last asked (kept with the case)."""
-        request = ApprovalRequest(self._new_id(), session, tool, summary, reasons, context=context)
+        request = ApprovalRequest(
+            await self._new_id(), session, tool, summary, reasons, context=context
+        )
         if self.handler is not None:
             request.similar = await self._similar(request)
             verdict = await self.handler(request)
@@ -479,7 +306,7 @@ class Approvals:
         values of `form`, or the go-ahead to open `url`. Declined when the person says so or
         nobody answers within the timeout; a bad answer is told to the person, and the request
         stays open until the timeout."""
-        request = InputRequest(self._new_id(), session, asker, call, message, form, url)
+        request = InputRequest(await self._new_id(), session, asker, call, message, form, url)
         await self._post(request)
         await self._settle(request)
         if request.outcome is None:
@@ -504,12 +331,16 @@ class Approvals:
         reasons: tuple[str, ...] = (),
         asker: str = "the agent",
         tool: str = "request_human_approval",
+        call_id: str = "",
+        answered_in: AnsweredIn = "call",
     ) -> ApprovalRequest:
         """Put a yes/no question of `asker` to the person (the first option is yes) and return
-        the open request at once; :meth:`decision` waits for its answer (from the `handler`,
-        when the deployment has one, as for the gate's questions)."""
+        the open request at once. With `answered_in="call"`, :meth:`decision` waits for its
+        answer (from the `handler`, when the deployment has one, as for the gate's questions);
+        with "event", the queue follows it and adds its outcome to the session as a
+        `human.answer` event (see :meth:`serve`)."""
         request = ApprovalRequest(
-            self._new_id(),
+            await self._new_id(),
             session,
             tool,
             question,
@@ -521,6 +352,8 @@ class Approvals:
             timeout_seconds=timeout_seconds
             if timeout_seconds is not None
             else self.timeout_seconds,
+            call_id=call_id,
+            answered_in=answered_in,
         )
         await self._post(request)
         return request
@@ -536,11 +369,16 @@ class Approvals:
         timeout_seconds: float | None = None,
         choice_field: str | None = None,
         tool: str = "request_human_input",
+        schema: Mapping[str, Any] | None = None,
+        call_id: str = "",
+        answered_in: AnsweredIn = "call",
     ) -> InputRequest:
         """Put the agent's own request for input (or, with `choice_field`, for a choice among
-        options) to the person and return the open request at once; :meth:`decision` waits."""
+        options) to the person and return the open request at once; where its outcome goes
+        is as for :meth:`open_approval`. `schema` is the form's JSON schema: without it, a
+        request answered in an event cannot be taken up after a restart."""
         request = InputRequest(
-            self._new_id(),
+            await self._new_id(),
             session,
             "the agent",
             tool,
@@ -553,27 +391,63 @@ class Approvals:
             timeout_seconds=timeout_seconds
             if timeout_seconds is not None
             else self.timeout_seconds,
+            schema=dict(schema) if schema is not None else None,
+            call_id=call_id,
+            answered_in=answered_in,
         )
         await self._post(request)
         return request
 
     async def decision(self, request: ApprovalRequest | InputRequest) -> HumanDecision:
         """Wait for the answer to an open request, or its timeout (then its default applies);
-        the request is closed. Cancelled, the request is withdrawn without a decision."""
+        the request is closed. Cancelled, a request answered in its call is withdrawn without a
+        decision (stored as ended); one answered in an event stays open."""
         return await self._settle(request)
 
     async def _post(self, request: ApprovalRequest | InputRequest) -> None:
         request.similar = await self._similar(request)
+        if self.repository is not None:
+            try:
+                await self._store_new(request)
+            except StoreError as exc:  # asked all the same: only a restart would lose it
+                log.warning("request %s was not stored, so a restart loses it: %s", request.id, exc)
         self._open[request.id] = request
+        if request.answered_in == "event":
+            self._follow(request)
         if self.handler is not None and isinstance(request, ApprovalRequest):
             return  # the handler answers yes/no questions in place of the message exchange
         try:
             await self.outbox.send(request.session, request.question(), urgency=request.priority)
         except BaseException:
             self._open.pop(request.id, None)
+            request.ended = NOT_SENT
+            await self._store_ending(request, "ended", json.dumps({"ended": NOT_SENT}), True)
             raise
 
-    def _timeout(self, request: ApprovalRequest | InputRequest) -> float:
+    async def _store_new(self, request: ApprovalRequest | InputRequest) -> None:
+        """Store a new request; another id when its id was taken meanwhile."""
+        assert self.repository is not None
+        for _ in range(3):
+            try:
+                await self.repository.add(record_of(request, self._timeout(request)))
+                return
+            except UserError:  # stored already (another queue on the same store)
+                request.id = await self._new_id()
+        await self.repository.add(record_of(request, self._timeout(request)))
+
+    async def _store_ending(
+        self, request: HumanRequest, status: HumanRequestStatus, decision: str, delivered: bool
+    ) -> None:
+        """Record how a request ended; kept even mid-cancel, logged when the store fails."""
+        if self.repository is None:
+            return
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.repository.close(request.id, status, decision, delivered=delivered)
+        except StoreError as exc:
+            log.warning("the end of request %s was not stored: %s", request.id, exc)
+
+    def _timeout(self, request: HumanRequest) -> float:
         given = request.timeout_seconds
         return given if given is not None else self.timeout_seconds
 
@@ -582,7 +456,8 @@ class Approvals:
             return request.decision
         settled = False
         try:
-            with anyio.move_on_after(self._timeout(request)):
+            left = self._timeout(request) - (time.monotonic() - request.started)
+            with anyio.move_on_after(max(left, 0.0)):
                 if isinstance(request, ApprovalRequest) and self.handler is not None:
                     verdict = await self.handler(request)
                     if request.verdict is None:
@@ -592,12 +467,183 @@ class Approvals:
                     await request.answered.wait()
                 else:
                     await self._wait_input(request)
+            if request.decision is not None:  # another waiter closed it meanwhile
+                return request.decision
             decision = self._close(request)
             settled = True
         finally:
-            if not settled:
+            if not settled and request.answered_in == "call" and request.decision is None:
+                # Its call ended (cancelled, or the runtime stopped): nobody waits for it now.
                 self._open.pop(request.id, None)
-        return await self._recorded(request, decision)
+                request.ended = CALL_ENDED
+                self._keep_closed(request)
+                await self._store_ending(request, "ended", json.dumps({"ended": CALL_ENDED}), True)
+        with anyio.CancelScope(shield=True):  # a decision made is kept, even mid-cancel
+            decision = await self._recorded(request, decision)
+            status: HumanRequestStatus = (
+                "timed_out" if decision.status == "timed_out" else "answered"
+            )
+            await self._store_ending(
+                request, status, decision.to_json(), request.answered_in == "call"
+            )
+        return decision
+
+    # --- outcomes as events ----------------------------------------------------------------
+
+    def _follow(self, request: ApprovalRequest | InputRequest) -> None:
+        """Have the queue wait for the request's outcome and hand it over as an event."""
+        if self._serving is None:
+            self._to_follow.append(request)
+            return
+        self._serving.tg.start_soon(self._hand_over, request, name=f"request {request.id}")
+
+    def _hand_over_outcome(self, request: HumanRequest, event: Event) -> None:
+        """Have the queue hand `event`, the outcome of `request`, to its session."""
+        self._handing_over[request.id] = request.session
+        if self._serving is None:
+            self._to_tell.append((request, event))
+            return
+        self._serving.tg.start_soon(self._deliver, request, event, name=f"request {request.id}")
+
+    async def _hand_over(self, request: ApprovalRequest | InputRequest) -> None:
+        """Wait for the request's decision, then hand it to its session as a `human.answer`
+        event."""
+        decision = await self._settle(request)
+        await self._deliver(request, answer_event(request, decision))
+
+    async def _deliver(self, request: HumanRequest, event: Event) -> None:
+        """Add `event` (the request's outcome) to its session (an id stored already, from a
+        hand-over a crash cut short, is dropped) and mark it delivered: once, also across
+        restarts."""
+        serving = self._serving
+        if serving is None or serving.deliver is None:
+            self._handing_over.pop(request.id, None)
+            log.warning(
+                "the outcome of request %s has nowhere to go: the queue is served without a "
+                "way to deliver events; it is handed over at the next start",
+                request.id,
+            )
+            return
+        try:
+            await serving.deliver(event)
+            if self.repository is not None:
+                await self.repository.mark_delivered(request.id)
+        finally:
+            self._handing_over.pop(request.id, None)
+            if serving.settled is not None:
+                serving.settled()
+
+    async def serve(
+        self,
+        deliver: DeliverEvent | None = None,
+        *,
+        settled: Callable[[], None] | None = None,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run the queue until cancelled (the runtime runs it in its task group): follow the
+        requests whose outcome goes to an event and add each outcome to its session through
+        `deliver` (which stores it and hands it over, dropping an id stored already), calling
+        `settled` after each; and send notes to the person (late answers) as they arise.
+        Without `deliver`, the agent cannot ask without waiting."""
+        if self._serving is not None:
+            raise UserError(
+                "This queue of requests is served already: serve it once (the runtime does)."
+            )
+        try:
+            async with anyio.create_task_group() as tg:
+                self._serving = _Serving(tg, deliver, settled)
+                waiting, self._to_follow = self._to_follow, []
+                for request in waiting:
+                    self._follow(request)
+                ready, self._to_tell = self._to_tell, []
+                for stood_in, event in ready:
+                    self._hand_over_outcome(stood_in, event)
+                task_status.started()
+                while True:
+                    await self._notes_waiting.wait()
+                    await self.flush_notes()
+        finally:
+            self._serving = None
+
+    # --- a restart -------------------------------------------------------------------------
+
+    async def restore(self, form_of: FormOf | None = None) -> None:
+        """Take up what a previous run left in the repository: open requests whose outcome goes
+        to an event are open again with the time they had left (followed once the queue is
+        served; a default that fell due meanwhile applies then), outcomes not yet handed over
+        are handed over, and requests whose call ended with the restart are closed as ended.
+        A request that cannot be rebuilt ends, and its session is told (see
+        :meth:`_take_up_unreadable`). The recently ended ones are kept to recognise late
+        answers. `form_of` rebuilds a form from its schema (without it, open input requests
+        end). Call it before serving, or while served."""
+        if self.repository is None:
+            return
+        for record in await self.repository.unsettled():
+            await self._take_up(record, form_of)
+        for record in reversed(await self.repository.recent(CLOSED_KEPT)):
+            if record.status == "open" or record.id in self._open or record.id in self._closed:
+                continue
+            try:
+                request = request_of(record, form_of, self.timeout_seconds)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("request %s could not be read back: %s", record.id, exc)
+                request = stand_in(record, NOT_RESTORED)
+            set_ending(request, record)
+            self._keep_closed(request)
+
+    async def _take_up(self, record: HumanRequestRecord, form_of: FormOf | None) -> None:
+        assert self.repository is not None
+        try:
+            request = request_of(record, form_of, self.timeout_seconds)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("request %s could not be read back, so it ends: %s", record.id, exc)
+            await self._take_up_unreadable(record)
+            return
+        by_event = request.answered_in == "event"
+        if record.status == "open" and by_event:
+            self._open[request.id] = request
+            self._follow(request)
+            return
+        if record.status == "open":
+            await self.repository.close(
+                record.id, "ended", json.dumps({"ended": RESTART_ENDED}), delivered=True
+            )
+            request.ended = RESTART_ENDED
+            self._keep_closed(request)
+            return
+        if by_event and record.decision is not None:
+            try:
+                request.decision = HumanDecision.from_json(record.decision)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("the outcome of request %s could not be read: %s", record.id, exc)
+            else:
+                self._keep_closed(request)
+                self._handing_over[request.id] = request.session
+                self._follow(request)
+                return
+        # Nothing to hand over: its call ended with the previous run.
+        await self.repository.mark_delivered(record.id)
+        set_ending(request, record)
+        self._keep_closed(request)
+
+    async def _take_up_unreadable(self, record: HumanRequestRecord) -> None:
+        """End a stored request that cannot be rebuilt (its data damaged, or written by another
+        version), kept by its id for late answers. Unless its outcome was for a call (which
+        ended with the restart), its session is told: the outcome stored, or that no answer
+        will come; else the agent would wait for one forever."""
+        assert self.repository is not None
+        told = answered_in_of(record) != "call"  # data that cannot say: told, to be safe
+        if record.status == "open":
+            ended = json.dumps({"ended": NOT_RESTORED if told else RESTART_ENDED})
+            await self.repository.close(record.id, "ended", ended, delivered=not told)
+            record = record._replace(status="ended", decision=ended)
+        elif not told:
+            await self.repository.mark_delivered(record.id)
+        request = stand_in(record, NOT_RESTORED)
+        set_ending(request, record)
+        self._keep_closed(request)
+        if told:
+            self._hand_over_outcome(request, restart_answer_event(record, request.decision))
 
     # --- the learning loop -----------------------------------------------------------------
 
@@ -607,7 +653,7 @@ class Approvals:
             return ()
         request.context = request.context or self.cases.context_for(request.session)
         try:
-            return tuple(await self.cases.similar(_case_request(request)))
+            return tuple(await self.cases.similar(case_request(request)))
         except StoreError as exc:  # the question goes without precedent
             log.warning("the earlier cases could not be read: %s", exc)
             return ()
@@ -657,7 +703,7 @@ class Approvals:
         try:
             with anyio.CancelScope(shield=True):  # a decision made is kept, even mid-cancel
                 case = await self.cases.record(
-                    _case_request(request),
+                    case_request(request),
                     decision,
                     reason,
                     timed_out=timed_out,
@@ -681,17 +727,25 @@ class Approvals:
     def _close(self, request: ApprovalRequest | InputRequest) -> HumanDecision:
         """End a request: out of the queue, among the recently closed, its decision told."""
         self._open.pop(request.id, None)
-        decision = _decision_of(request, time.monotonic() - request.started)
+        waited = time.monotonic() - request.started
+        if not request.has_answer():  # a default that fell due while the runtime was down
+            waited = min(waited, self._timeout(request))
+        decision = decision_of(request, waited)
         request.decision = decision
-        self._closed[request.id] = request
-        while len(self._closed) > CLOSED_KEPT:
-            self._closed.popitem(last=False)
+        if request.answered_in == "event":
+            self._handing_over[request.id] = request.session
+        self._keep_closed(request)
         for listener in self.decision_listeners:
             try:
                 listener(decision)
             except Exception:
                 log.exception("a decision listener failed on request %s", request.id)
         return decision
+
+    def _keep_closed(self, request: ApprovalRequest | InputRequest) -> None:
+        self._closed[request.id] = request
+        while len(self._closed) > CLOSED_KEPT:
+            self._closed.popitem(last=False)
 
     # --- answering -------------------------------------------------------------------------
 
@@ -702,7 +756,7 @@ class Approvals:
         applied, and the reply (and a note to the person) says so."""
         request = self._open.get(request_id.lower())
         if not isinstance(request, InputRequest) or request.outcome is not None:
-            words = answer if isinstance(answer, str) else _values_words(answer)
+            words = answer if isinstance(answer, str) else values_words(answer)
             late = self._after_the_fact(request_id, None, InputRequest, words.strip())
             return InputReply(False, late or _no_input_request(request_id))
         values: dict[str, Any] = {}
@@ -727,7 +781,7 @@ class Approvals:
         to one that ended is recorded and the person told, see :meth:`answer_input`)."""
         request = self._open.get(request_id.lower())
         if not isinstance(request, InputRequest) or request.outcome is not None:
-            self._after_the_fact(request_id, None, InputRequest, _said("decline", reason))
+            self._after_the_fact(request_id, None, InputRequest, said("decline", reason))
             return False
         why = f"the user declined: {reason}" if reason else "the user declined"
         request.outcome = InputOutcome("decline", reason=why)
@@ -741,7 +795,7 @@ class Approvals:
         not applied, and the person is told."""
         request = self._open.get(request_id.lower())
         if not isinstance(request, ApprovalRequest) or request.verdict is not None:
-            words = _said("approve" if approve else "deny", reason)
+            words = said("approve" if approve else "deny", reason)
             self._after_the_fact(request_id, None, ApprovalRequest, words)
             return False
         request.answer_reason = reason
@@ -770,7 +824,7 @@ class Approvals:
                 return False
             verb, rest = inputs.group("verb").lower(), inputs.group("rest").strip()
             if request.id not in self._open or request.outcome is not None:
-                words = _said("decline", rest) if verb == "decline" else rest
+                words = said("decline", rest) if verb == "decline" else rest
                 return self._after_the_fact(request.id, session, InputRequest, words) is not None
             if verb == "decline":
                 return self.decline_input(request.id, rest)
@@ -786,7 +840,7 @@ class Approvals:
             approve = match.group("verb").lower() == "approve"
             why = match.group("why").strip()
             if request.id not in self._open or request.verdict is not None:
-                words = _said("approve" if approve else "deny", why)
+                words = said("approve" if approve else "deny", why)
                 return self._after_the_fact(request.id, session, ApprovalRequest, words) is not None
             return self.resolve(request.id, approve, why)
         word = text.strip().strip(".!。！").lower()
@@ -810,8 +864,10 @@ class Approvals:
         if not isinstance(request, kind) or (session is not None and request.session != session):
             return None
         decision = request.decision
-        if decision is None or decision.status != "timed_out":
-            first = _first_answer(request)
+        if request.ended:
+            why = f"it had already ended: {request.ended}"
+        elif decision is None or decision.status != "timed_out":
+            first = first_answer(request)
             why = f"it was already answered ({first}); the first answer counts"
         elif decision.applied_default:
             why = (
@@ -823,7 +879,10 @@ class Approvals:
                 f"it had timed out after {duration_words(decision.waited_seconds)}, and the "
                 "asker went on without an answer"
             )
-        request.late.append(LateAnswer(answer or "(empty)", utc_now(), why))
+        late = LateAnswer(answer or "(empty)", utc_now(), why)
+        request.late.append(late)
+        if self.repository is not None:
+            self._late_to_store.append((request.id, late))
         shown = f" ({answer})" if answer else ""
         note = (
             f"Your answer to [{request.id}]{shown} was recorded but not applied: {why}. "
@@ -842,92 +901,20 @@ class Approvals:
         self._notes_waiting.set()
 
     async def flush_notes(self) -> int:
-        """Send the notes waiting for the person (about late answers); how many were sent."""
+        """Send the notes waiting for the person (about late answers), and store the late
+        answers; how many notes were sent."""
         notes, self._notes = self._notes, []
+        late, self._late_to_store = self._late_to_store, []
         self._notes_waiting = anyio.Event()
+        for request_id, answer in late:
+            assert self.repository is not None
+            try:
+                await self.repository.add_late(request_id, answer.to_json())
+            except StoreError as exc:
+                log.warning("a late answer to request %s was not stored: %s", request_id, exc)
         for session, text in notes:
             await self.outbox.send(session, text, urgency="normal")
         return len(notes)
-
-    async def serve(self) -> None:
-        """Send notes to the person as they arise, until cancelled (the runtime runs it in its
-        task group)."""
-        while True:
-            await self._notes_waiting.wait()
-            await self.flush_notes()
-
-
-def _said(verb: str, reason: str) -> str:
-    return f"{verb}: {reason}" if reason else verb
-
-
-def _first_answer(request: ApprovalRequest | InputRequest) -> str:
-    if isinstance(request, ApprovalRequest):
-        if request.verdict is None:
-            return "no answer"
-        yes, no = request.options
-        chosen = yes if request.verdict.decision == "allow" else no
-        return _said(chosen, request.answer_reason)
-    outcome = request.outcome
-    if outcome is None:
-        return "no answer"
-    if outcome.action == "decline":
-        return _said("declined", request.answer_reason)
-    if request.choice_field is not None:
-        return str(outcome.values.get(request.choice_field, ""))
-    return _values_words(outcome.values)
-
-
-def _decision_of(request: ApprovalRequest | InputRequest, waited: float) -> HumanDecision:
-    """How `request` ended, from its answer (or none) and its default."""
-    if isinstance(request, ApprovalRequest):
-        yes, no = request.options
-        default = request.default or no
-        base: dict[str, Any] = {
-            "request_id": request.id,
-            "session": request.session,
-            "kind": "approval",
-            "question": request.summary if request.asker else f"{request.tool} {request.summary}",
-            "waited_seconds": waited,
-            "default_words": default,
-        }
-        if request.verdict is None:
-            return HumanDecision(**base, status="timed_out", choice=default, applied_default=True)
-        chosen = yes if request.verdict.decision == "allow" else no
-        return HumanDecision(**base, status="answered", choice=chosen, reason=request.answer_reason)
-    kind: Literal["approval", "input"] = "approval" if request.choice_field else "input"
-    common: dict[str, Any] = {
-        "request_id": request.id,
-        "session": request.session,
-        "kind": kind,
-        "question": request.message,
-        "waited_seconds": waited,
-        "default_words": request.default_words(),
-        "reason": request.answer_reason,
-    }
-    outcome = request.outcome
-    if outcome is not None and outcome.action == "accept":
-        values = dict(outcome.values)
-        return HumanDecision(
-            **common, status="answered", values=values, choice=_choice(request, values)
-        )
-    status: RequestStatus = "timed_out" if outcome is None else "declined"
-    if request.default is None:
-        return HumanDecision(**common, status=status)
-    values = dict(request.default)
-    return HumanDecision(
-        **common,
-        status=status,
-        values=values,
-        choice=_choice(request, values),
-        applied_default=True,
-    )
-
-
-def _choice(request: InputRequest, values: dict[str, Any]) -> str | None:
-    if request.choice_field is None:
-        return None
-    return str(values.get(request.choice_field, ""))
 
 
 def _no_input_request(request_id: str) -> str:
@@ -935,21 +922,3 @@ def _no_input_request(request_id: str) -> str:
         f"No input request is open with id {request_id}: it was answered, declined or timed "
         "out. /approvals lists what is waiting for you."
     )
-
-
-def _with_similar(question: str, similar: tuple[SimilarCase, ...]) -> str:
-    return f"{question}\n{similar_for_person(similar)}" if similar else question
-
-
-def _case_request(request: ApprovalRequest | InputRequest) -> CaseRequest:
-    """A request as the learning loop sees it. The agent's own requests name no tool: their
-    question is the whole request (the tool they came through would make every one of them
-    look alike)."""
-    if isinstance(request, ApprovalRequest):
-        tool = "" if request.asker else request.tool
-        return CaseRequest(
-            request.session, "approval", tool, request.summary, request.reasons, request.context
-        )
-    kind: Literal["approval", "input"] = "approval" if request.choice_field else "input"
-    tool = "" if request.from_agent else request.call
-    return CaseRequest(request.session, kind, tool, request.message, (), request.context)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, cast, get_args
 
 import anyio.to_thread
 
@@ -27,8 +27,9 @@ from ..store.events import utc_key
 from ..store.reader import AuditRow, StoreReader
 
 if TYPE_CHECKING:
+    from ..core.runtime_store import RuntimeStore
     from ..services import Emit
-    from ..store.sqlite import Store
+    from ..store.postgres.reader import PostgresReader
 
 __all__ = [
     "ALERT_SESSION",
@@ -198,7 +199,7 @@ class AuditLog:
 
     def __init__(
         self,
-        store: Store,
+        store: RuntimeStore,
         *,
         emit: Emit | None = None,
         failure_threshold: int = 3,
@@ -274,7 +275,7 @@ class AuditLog:
 
 
 async def export_jsonl(
-    source: Store | StoreReader,
+    source: RuntimeStore | StoreReader | PostgresReader,
     out: TextIO,
     *,
     since: datetime | None = None,
@@ -299,7 +300,7 @@ async def export_jsonl(
 
 
 async def _page(
-    source: Store | StoreReader,
+    source: RuntimeStore | StoreReader | PostgresReader,
     *,
     since: datetime | None,
     since_key: str | None,
@@ -307,9 +308,10 @@ async def _page(
     tool: str | None,
     after_seq: int,
 ) -> list[AuditRow]:
-    if isinstance(source, StoreReader):
+    reader = _reader_of(source)
+    if reader is not None:
         read = partial(
-            source.audit_rows,
+            reader.audit_rows,
             since=since_key,
             session=session,
             tool=tool,
@@ -317,7 +319,8 @@ async def _page(
             limit=_EXPORT_PAGE,
         )
         return await anyio.to_thread.run_sync(read)
-    return await source.audit_rows(
+    store = cast("RuntimeStore", source)
+    return await store.audit_rows(
         since=since, session=session, tool=tool, after_seq=after_seq, limit=_EXPORT_PAGE
     )
 
@@ -360,7 +363,22 @@ def percentile(ordered: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def stats(reader: StoreReader, *, since: datetime | None = None) -> list[ToolStats]:
+def _reader_of(
+    source: RuntimeStore | StoreReader | PostgresReader,
+) -> StoreReader | PostgresReader | None:
+    """`source` when it is a synchronous reader (of a file or a database), None for a store."""
+    if isinstance(source, StoreReader):
+        return source
+    try:  # the PostgreSQL reader needs psycopg, which a SQLite-only install may lack
+        from ..store.postgres.reader import PostgresReader
+    except ImportError:
+        return None
+    return source if isinstance(source, PostgresReader) else None
+
+
+def stats(
+    reader: StoreReader | PostgresReader, *, since: datetime | None = None
+) -> list[ToolStats]:
     """Per tool, sorted by name: call counts, error rate and p50/p95 durations since `since`."""
     since_key = utc_key(since)
     by_tool: dict[str, list[tuple[str, float]]] = {}

@@ -22,8 +22,8 @@ from ..tools.spec import ToolResult
 from .idempotency import NotExecuted, canonical_json
 
 if TYPE_CHECKING:
+    from ..core.runtime_store import RuntimeStore
     from ..services import Services
-    from ..store.sqlite import Store
 
 __all__ = [
     "TOKEN_FIELD",
@@ -90,7 +90,7 @@ class Confirmations:
 
     def __init__(
         self,
-        store: Store,
+        store: RuntimeStore,
         *,
         ttl_seconds: float = 600.0,
         clock: Callable[[], datetime] | None = None,

@@ -22,9 +22,9 @@ from ..errors import ToolError
 from ..tools.spec import ToolResult
 
 if TYPE_CHECKING:
+    from ..core.runtime_store import RuntimeStore
     from ..services import Services
     from ..store.reader import IdempotencyEntry
-    from ..store.sqlite import Store
 
 __all__ = [
     "MAX_KEY_CHARS",
@@ -102,7 +102,7 @@ def _excerpt(exc: BaseException) -> str:
 class IdempotencyLedger:
     """Runs keyed actions at most once, with their claims and outcomes kept in the store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: RuntimeStore) -> None:
         self.store = store
 
     @classmethod
@@ -139,7 +139,12 @@ class IdempotencyLedger:
         fingerprint = arguments_fingerprint(tool, arguments)
         entry = await self.store.claim_idempotency_key(tool, key, fingerprint, datetime.now(UTC))
         if entry is not None:
-            return self._repeat(entry, fingerprint)
+            elsewhere = (
+                entry.state == "running"
+                and entry.owner != self.store.instance_id
+                and await self.store.idempotency_keys.running_elsewhere(entry)
+            )
+            return self._repeat(entry, fingerprint, running_elsewhere=elsewhere)
         try:
             result = await run()
         except NotExecuted:
@@ -158,7 +163,11 @@ class IdempotencyLedger:
             )
         return result
 
-    def _repeat(self, entry: IdempotencyEntry, fingerprint: str) -> ToolResult:
+    def _repeat(
+        self, entry: IdempotencyEntry, fingerprint: str, *, running_elsewhere: bool = False
+    ) -> ToolResult:
+        """The answer to a key used before: the stored outcome, or why there is none.
+        `running_elsewhere`: the claim is another live worker's, still at work."""
         key, tool = entry.key, entry.tool
         if entry.arguments_hash != fingerprint:
             raise ToolError(
@@ -167,7 +176,9 @@ class IdempotencyLedger:
             )
         if entry.state == "done":
             return _replayed(entry)
-        if entry.state == "running" and entry.owner == self.store.instance_id:
+        if entry.state == "running" and (
+            entry.owner == self.store.instance_id or running_elsewhere
+        ):
             raise ToolError(
                 f"The call of {tool} with idempotency key {key!r} that started at "
                 f"{entry.started_at} is still running; check later "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from datetime import datetime
 from functools import partial
@@ -11,6 +10,7 @@ from typing import Any
 from ..core.records import AuditRow
 from .access import StoreAccess
 from .events import utc_key
+from .rows import audit_row
 
 __all__ = ["SqliteAuditLog"]
 
@@ -32,15 +32,7 @@ class SqliteAuditLog:
         duration_ms: float,
         data: dict[str, Any],
     ) -> None:
-        row = (
-            utc_key(ts),
-            session,
-            tool,
-            call_id,
-            status,
-            duration_ms,
-            json.dumps(data, ensure_ascii=False, default=str),
-        )
+        row = audit_row(utc_key(ts), session, tool, call_id, status, duration_ms, data)
 
         def apply(conn: sqlite3.Connection) -> None:
             conn.execute(

@@ -8,40 +8,25 @@ the store's read side.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Any, Final
+from functools import partial
+from typing import Any
 
 from ..core.records import CaseRecord
 from .access import StoreAccess
-from .reader import StoreReader, decode_row
+from .reader import StoreReader
+from .rows import CASE_COLUMNS, case_row, decode_case, decode_row
 
 __all__ = ["SqliteCases", "read_case", "read_cases", "read_recent_cases"]
 
-_COLUMNS: Final = (
-    "number, session, kind, tool, request, reasons, context, decision, reason, decided_at, "
-    "timed_out, request_id, answer"
-)
-
 
 def _case(reader: StoreReader, row: Any) -> CaseRecord:
-    def decode() -> CaseRecord:
-        values = list(row)
-        reasons = json.loads(values[5])
-        answer = json.loads(values[12]) if values[12] is not None else None
-        if not isinstance(reasons, list) or not isinstance(answer, dict | None):
-            raise ValueError("its reasons are not a list, or its answer not an object")
-        values[5] = tuple(str(reason) for reason in reasons)
-        values[10] = bool(values[10])
-        values[12] = answer
-        return CaseRecord(*values)
-
-    return decode_row(reader.path, f"case {row[0]}", decode)
+    return decode_row(reader.path, f"case {row[0]}", partial(decode_case, row))
 
 
 def read_case(reader: StoreReader, number: int) -> CaseRecord | None:
     """The case numbered `number`, or None."""
-    rows = reader.rows(f"SELECT {_COLUMNS} FROM cases WHERE number = ?", (number,))
+    rows = reader.rows(f"SELECT {CASE_COLUMNS} FROM cases WHERE number = ?", (number,))
     return _case(reader, rows[0]) if rows else None
 
 
@@ -50,13 +35,13 @@ def read_recent_cases(
 ) -> list[CaseRecord]:
     """Up to `limit` cases, newest first (numbered below `before`, when given)."""
     where, params = ("WHERE number < ?", (before,)) if before is not None else ("", ())
-    sql = f"SELECT {_COLUMNS} FROM cases {where} ORDER BY number DESC LIMIT ?"
+    sql = f"SELECT {CASE_COLUMNS} FROM cases {where} ORDER BY number DESC LIMIT ?"
     return [_case(reader, row) for row in reader.rows(sql, (*params, limit))]
 
 
 def read_cases(reader: StoreReader) -> list[CaseRecord]:
     """Every case, oldest first."""
-    rows = reader.rows(f"SELECT {_COLUMNS} FROM cases ORDER BY number")
+    rows = reader.rows(f"SELECT {CASE_COLUMNS} FROM cases ORDER BY number")
     return [_case(reader, row) for row in rows]
 
 
@@ -67,21 +52,7 @@ class SqliteCases:
         self._access = access
 
     async def add(self, case: CaseRecord) -> CaseRecord:
-        answer = json.dumps(case.answer, ensure_ascii=False) if case.answer is not None else None
-        row = (
-            case.session,
-            case.kind,
-            case.tool,
-            case.request,
-            json.dumps(list(case.reasons), ensure_ascii=False),
-            case.context,
-            case.decision,
-            case.reason,
-            case.decided_at,
-            int(case.timed_out),
-            case.request_id,
-            answer,
-        )
+        row = case_row(case)
 
         def apply(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(

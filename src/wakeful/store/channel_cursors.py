@@ -3,7 +3,6 @@ the agent connected while running, reconnected on the next start."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ from typing import Any, Final
 from ..core.records import ConnectedChannel
 from .access import StoreAccess
 from .events import utc_key
+from .rows import connected_channel_row
 
 __all__ = ["SqliteChannelCursors", "SqliteConnectedChannels"]
 
@@ -77,13 +77,7 @@ class SqliteConnectedChannels:
         self, name: str, kind: str, settings: Mapping[str, Any], filter: Mapping[str, Any]
     ) -> None:
         """Store (or replace) the channel `name`, so the next start reconnects it."""
-        row = (
-            name,
-            kind,
-            json.dumps(dict(settings), ensure_ascii=False, sort_keys=True, default=str),
-            json.dumps(dict(filter), ensure_ascii=False, sort_keys=True, default=str),
-            _now(),
-        )
+        row = connected_channel_row(name, kind, settings, filter, _now())
 
         def apply(conn: sqlite3.Connection) -> None:
             conn.execute(_UPSERT_CHANNEL, row)

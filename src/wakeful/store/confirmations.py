@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime
@@ -11,7 +10,8 @@ from functools import partial
 from ..core.records import StoredConfirmation
 from .access import StoreAccess
 from .events import utc_key
-from .reader import CONFIRMATION_COLUMNS, confirmation_from_row
+from .reader import confirmation_from_row
+from .rows import CONFIRMATION_COLUMNS, confirmation_row
 
 __all__ = ["SqliteConfirmations"]
 
@@ -23,16 +23,7 @@ class SqliteConfirmations:
         self._access = access
 
     async def add(self, entry: StoredConfirmation) -> None:
-        row = (
-            entry.token,
-            entry.tool,
-            entry.arguments_hash,
-            json.dumps(entry.field_hashes, sort_keys=True),
-            json.dumps(entry.preview, ensure_ascii=False, default=str),
-            entry.issued_at,
-            entry.expires_at,
-            entry.state,
-        )
+        row = confirmation_row(entry)
 
         def apply(conn: sqlite3.Connection) -> None:
             conn.execute(

@@ -1,6 +1,8 @@
 """The store's methods from before the repositories (``store.add_event``, ``store.tasks`` …),
 each a thin delegation to one repository method, so that callers written against them keep
-working. New code can use the repositories (``store.events.add``) directly.
+working, on either backend: the SQLite and the PostgreSQL store both inherit them (they are part
+of :class:`wakeful.core.runtime_store.RuntimeStore`). New code can use the repositories
+(``store.events.add``) directly.
 """
 
 from __future__ import annotations

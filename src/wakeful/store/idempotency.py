@@ -9,7 +9,7 @@ from functools import partial
 from ..core.records import IdempotencyEntry
 from .access import StoreAccess
 from .events import utc_key
-from .reader import IDEMPOTENCY_COLUMNS
+from .rows import IDEMPOTENCY_COLUMNS, idempotency_state
 
 __all__ = ["SqliteIdempotencyKeys"]
 
@@ -56,8 +56,7 @@ class SqliteIdempotencyKeys:
         result: str | None = None,
         error: str | None = None,
     ) -> None:
-        state = "done" if result is not None else "failed"
-        params = (state, utc_key(finished_at), result, error, tool, key)
+        params = (idempotency_state(result), utc_key(finished_at), result, error, tool, key)
 
         def apply(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -77,3 +76,8 @@ class SqliteIdempotencyKeys:
     async def entry(self, tool: str, key: str) -> IdempotencyEntry | None:
         reader = self._access.reader
         return await self._access.read(partial(reader.idempotency_entry, tool, key))
+
+    async def running_elsewhere(self, entry: IdempotencyEntry) -> bool:
+        # One runtime per file (the store's lock): another instance's claim is of a run that
+        # stopped or crashed, never of one still at work.
+        return False

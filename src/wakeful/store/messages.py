@@ -3,44 +3,37 @@ one read state per message whichever channel saw it read."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Final, get_args
+from typing import Final
 
-from ..core.records import DeliveryState, OutboundMessage, advanced_delivery
+from ..core.records import DeliveryState, OutboundMessage
 from ..errors import UserError
 from .access import StoreAccess
 from .events import utc_key
+from .rows import (
+    DELIVERY_COLUMNS,
+    check_delivery_state,
+    delivery_rows,
+    delivery_update,
+    message_row,
+)
 
-__all__ = ["SqliteMessages", "message_body"]
+__all__ = ["SqliteMessages"]
 
 _INSERT_MESSAGE: Final = (
     "INSERT INTO messages (id, session, created_at, urgency, kind, body, read_at, read_on) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_DELIVERY: Final = (
-    "INSERT INTO message_deliveries (message_id, channel, state, updated_at, sent_at, read_at, "
-    "channel_message_id, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO message_deliveries ({DELIVERY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 def _now() -> str:
     return utc_key(datetime.now(UTC)) or ""
-
-
-def message_body(message: OutboundMessage) -> str:
-    """The JSON stored in `messages.body`: what the message says, without its bookkeeping."""
-    body: dict[str, object] = {"text": message.text}
-    if message.attachments:
-        body["attachments"] = [item._asdict() for item in message.attachments]
-    if message.card is not None:
-        body["card"] = message.card
-    if message.title is not None:
-        body["title"] = message.title
-    return json.dumps(body, ensure_ascii=False, sort_keys=True)
 
 
 class SqliteMessages:
@@ -50,29 +43,7 @@ class SqliteMessages:
         self._access = access
 
     async def add(self, message: OutboundMessage) -> None:
-        row = (
-            message.id,
-            message.session,
-            message.created_at,
-            message.urgency,
-            message.kind,
-            message_body(message),
-            message.read_at,
-            message.read_on,
-        )
-        deliveries = [
-            (
-                message.id,
-                d.channel,
-                d.state,
-                d.updated_at,
-                d.sent_at,
-                d.read_at,
-                d.channel_message_id,
-                d.error,
-            )
-            for d in message.deliveries
-        ]
+        row, deliveries = message_row(message), delivery_rows(message)
 
         def apply(conn: sqlite3.Connection) -> None:
             try:
@@ -97,11 +68,7 @@ class SqliteMessages:
         channel_message_id: str | None = None,
         error: str | None = None,
     ) -> None:
-        if state not in get_args(DeliveryState):
-            raise UserError(
-                f"Unknown delivery state {state!r}; use one of "
-                f"{', '.join(get_args(DeliveryState))}."
-            )
+        check_delivery_state(state)
         now = _now()
 
         def apply(conn: sqlite3.Connection) -> None:
@@ -127,12 +94,7 @@ class SqliteMessages:
                 "channel_message_id = coalesce(?, channel_message_id), "
                 "error = coalesce(?, error) WHERE message_id = ? AND channel = ?",
                 (
-                    advanced_delivery(found[0], state),
-                    now,
-                    now if state in ("sent", "delivered") else None,
-                    now if state == "read" else None,
-                    channel_message_id,
-                    error,
+                    *delivery_update(found[0], state, now, channel_message_id, error),
                     message_id,
                     channel,
                 ),

@@ -6,19 +6,17 @@ a runtime writes to the same file. It never creates, upgrades or changes the fil
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any
 
 from ..core.records import (
     AuditRow,
     ConnectedChannel,
     EventStatus,
     IdempotencyEntry,
-    MessageAttachment,
     MessageDelivery,
     OutboundMessage,
     StoredConfirmation,
@@ -26,10 +24,26 @@ from ..core.records import (
     TaskRecord,
     TimerRecord,
 )
-from ..errors import StoreError, UserError
+from ..errors import StoreError
 from ..events import Event
 from ..messages import Message, message_from_json
 from .event_query import recent_events_query
+from .rows import (
+    CONFIRMATION_COLUMNS,
+    DELIVERY_COLUMNS,
+    IDEMPOTENCY_COLUMNS,
+    MESSAGE_COLUMNS,
+    audit_page_query,
+    decode_audit,
+    decode_confirmation,
+    decode_connected_channel,
+    decode_message,
+    decode_row,
+    message_page_filter,
+    task_from_json,
+    timer_from_json,
+    timer_list_query,
+)
 from .schema import MIGRATIONS, check_not_newer, connect, not_a_store, read_schema_version
 
 __all__ = [
@@ -44,8 +58,6 @@ __all__ = [
     "task_from_json",
     "timer_from_json",
 ]
-
-T = TypeVar("T")
 
 
 def open_reader(path: Path, *, read_only_file: bool) -> StoreReader:
@@ -71,17 +83,6 @@ def open_reader(path: Path, *, read_only_file: bool) -> StoreReader:
         conn.close()
         raise
     return StoreReader(conn, path)
-
-
-def decode_row(path: Path, what: str, decode: Callable[[], T]) -> T:
-    """Run `decode` on a stored row, turning a malformed row into a StoreError that names it."""
-    try:
-        return decode()
-    except (ValueError, KeyError, TypeError, UserError) as exc:
-        raise StoreError(
-            f"The {what} stored in {path} cannot be read ({exc}). The row was left as it is; "
-            "it was probably written by a different wakeful version or edited by hand."
-        ) from exc
 
 
 class StoreReader:
@@ -195,7 +196,7 @@ class StoreReader:
             decode_row(
                 self.path,
                 f"connected channel {name}",
-                partial(_connected_channel, name, kind, settings, filter_, connected_at),
+                partial(decode_connected_channel, name, kind, settings, filter_, connected_at),
             )
             for name, kind, settings, filter_, connected_at in rows
         ]
@@ -226,16 +227,10 @@ class StoreReader:
         before: str | None = None,
     ) -> list[OutboundMessage]:
         """Messages to the user, newest first (see `MessageRepository.list`)."""
-        where, params = ["1 = 1"], list[Any]()
-        if session is not None:
-            where.append("m.session = ?")
-            params.append(session)
-        if unread_only:
-            where.append("m.read_at IS NULL")
-        if before is not None:
-            where.append("m.seq < coalesce((SELECT seq FROM messages WHERE id = ?), -1)")
-            params.append(before)
-        return self._user_messages(" AND ".join(where), params, limit)
+        where, params = message_page_filter(
+            "?", session=session, unread_only=unread_only, before=before
+        )
+        return self._user_messages(where, params, limit)
 
     def unread_message_count(self, session: str | None = None) -> int:
         sql, params = "SELECT count(*) FROM messages WHERE read_at IS NULL", list[Any]()
@@ -264,7 +259,7 @@ class StoreReader:
             decode_row(
                 self.path,
                 f"message {row[0]}",
-                partial(message_from_row, row, tuple(deliveries.get(row[0], ()))),
+                partial(decode_message, row, tuple(deliveries.get(row[0], ()))),
             )
             for row in rows
         ]
@@ -322,19 +317,10 @@ class StoreReader:
 
     def timers(self, session: str | None = None, *, active_only: bool = False) -> list[TimerRecord]:
         """Stored timers, active ones soonest first, then finished ones."""
-        where: list[str] = []
-        params: list[Any] = []
-        if session is not None:
-            where.append("session = ?")
-            params.append(session)
-        if active_only:
-            where.append("active = 1")
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
-        rows = self._rows(
-            f"SELECT id, data FROM timers{clause} "
-            "ORDER BY active DESC, next_fire IS NULL, next_fire, rowid",
-            params,
+        sql, params = timer_list_query(
+            "?", session=session, active_only=active_only, true="1", insertion_order="rowid"
         )
+        rows = self._rows(sql, params)
         return [
             decode_row(self.path, f"timer {timer_id}", partial(timer_from_json, data))
             for timer_id, data in rows
@@ -368,21 +354,10 @@ class StoreReader:
 
         `since` is a UTC time as the store writes it (fixed-width ISO text).
         """
-        where: list[str] = ["seq > ?"]
-        params: list[Any] = [after_seq]
-        for column, op, value in (
-            ("ts", ">=", since),
-            ("session", "=", session),
-            ("tool", "=", tool),
-        ):
-            if value is not None:
-                where.append(f"{column} {op} ?")
-                params.append(value)
-        rows = self._rows(
-            f"SELECT {AUDIT_COLUMNS} FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
-            [*params, max(0, limit)],
+        sql, params = audit_page_query(
+            "?", since=since, session=session, tool=tool, after_seq=after_seq, limit=limit
         )
-        return [audit_from_row(self.path, row) for row in rows]
+        return [audit_from_row(self.path, row) for row in self._rows(sql, params)]
 
     def audit_durations(self, since: str | None = None) -> list[tuple[str, str, float]]:
         """(tool, status, duration_ms) of every audited call since `since`, for statistics."""
@@ -392,80 +367,11 @@ class StoreReader:
         return [(tool, status, float(ms)) for tool, status, ms in self._rows(sql, params)]
 
 
-IDEMPOTENCY_COLUMNS: Final = (
-    "tool, key, arguments_hash, state, owner, started_at, finished_at, result, error"
-)
-CONFIRMATION_COLUMNS: Final = (
-    "token, tool, arguments_hash, field_hashes, preview, issued_at, expires_at, state, used_at, "
-    "error"
-)
-AUDIT_COLUMNS: Final = "seq, ts, session, tool, call_id, status, duration_ms, data"
-MESSAGE_COLUMNS: Final = (
-    "m.id, m.session, m.created_at, m.urgency, m.kind, m.body, m.read_at, m.read_on"
-)
-DELIVERY_COLUMNS: Final = (
-    "message_id, channel, state, updated_at, channel_message_id, error, sent_at, read_at"
-)
-
-
-def message_from_row(
-    row: Sequence[Any], deliveries: tuple[MessageDelivery, ...]
-) -> OutboundMessage:
-    """A stored message from its row (`MESSAGE_COLUMNS`) and its deliveries."""
-    message_id, session, created_at, urgency, kind, body, read_at, read_on = row
-    data = json.loads(body)
-    if not isinstance(data, dict):
-        raise ValueError("its body must be a JSON object")
-    return OutboundMessage(
-        id=message_id,
-        session=session,
-        created_at=created_at,
-        urgency=urgency,
-        kind=kind,
-        text=str(data.get("text", "")),
-        attachments=tuple(MessageAttachment(**item) for item in data.get("attachments", ())),
-        card=data.get("card"),
-        title=data.get("title"),
-        read_at=read_at,
-        read_on=read_on,
-        deliveries=deliveries,
-    )
-
-
 def confirmation_from_row(path: Path, row: Sequence[Any]) -> StoredConfirmation:
-    token, tool, arguments_hash, field_hashes, preview, *rest = row
-    return decode_row(
-        path,
-        f"confirmation token of {tool}",
-        lambda: StoredConfirmation(
-            token, tool, arguments_hash, json.loads(field_hashes), json.loads(preview), *rest
-        ),
-    )
+    """A confirmation token from its row (`CONFIRMATION_COLUMNS`); StoreError when malformed."""
+    return decode_row(path, f"confirmation token of {row[1]}", partial(decode_confirmation, row))
 
 
 def audit_from_row(path: Path, row: Sequence[Any]) -> AuditRow:
-    seq, ts, session, tool, call_id, status, duration_ms, data = row
-    return decode_row(
-        path,
-        f"audit record #{seq}",
-        lambda: AuditRow(
-            seq, ts, session, tool, call_id, status, float(duration_ms), json.loads(data)
-        ),
-    )
-
-
-def _connected_channel(
-    name: str, kind: str, settings: str, filter_: str, connected_at: str
-) -> ConnectedChannel:
-    settings_object, filter_object = json.loads(settings), json.loads(filter_)
-    if not isinstance(settings_object, dict) or not isinstance(filter_object, dict):
-        raise ValueError("its settings and filter must be JSON objects")
-    return ConnectedChannel(name, kind, settings_object, filter_object, connected_at)
-
-
-def task_from_json(data: str) -> TaskRecord:
-    return TaskRecord.from_dict(json.loads(data))
-
-
-def timer_from_json(data: str) -> TimerRecord:
-    return TimerRecord.from_dict(json.loads(data))
+    """An audited call from its row (`AUDIT_COLUMNS`); StoreError when malformed."""
+    return decode_row(path, f"audit record #{row[0]}", partial(decode_audit, row))

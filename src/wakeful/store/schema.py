@@ -262,6 +262,33 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )""",
         ),
     ),
+    Migration(
+        "human requests: requests to a person, their outcome and its delivery",
+        (
+            # One row per request; `data`, `decision` and `late` are JSON text. An open request,
+            # or an outcome not yet `delivered` to its session, is taken up again at start.
+            """CREATE TABLE human_requests (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                session TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('approval', 'input')),
+                question TEXT NOT NULL,
+                priority TEXT NOT NULL,
+                opened_at TEXT NOT NULL,
+                deadline TEXT,
+                data TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('open', 'answered', 'timed_out', 'ended')),
+                decision TEXT,
+                closed_at TEXT,
+                delivered INTEGER NOT NULL DEFAULT 0,
+                late TEXT NOT NULL DEFAULT '[]'
+            )""",
+            "CREATE INDEX human_requests_by_session ON human_requests (session, seq)",
+            "CREATE INDEX human_requests_unsettled ON human_requests (seq) "
+            "WHERE status = 'open' OR delivered = 0",
+        ),
+    ),
 )
 
 

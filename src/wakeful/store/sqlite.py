@@ -6,8 +6,9 @@ thread and the reader, and exposes one repository per group of tables (their int
 :mod:`wakeful.core.repositories`): ``store.events``, ``store.trajectories``,
 ``store.task_records``, ``store.timer_records``, ``store.idempotency_keys``,
 ``store.confirmations``, ``store.audit_log``, ``store.channel_cursors``,
-``store.connected_channels``, ``store.messages`` (the messages to the user) and
-``store.subagents`` (child agents). Its older
+``store.connected_channels``, ``store.messages`` (the messages to the user),
+``store.subagents`` (child agents), ``store.cases`` (people's decisions) and
+``store.human_requests`` (requests to a person). Its older
 methods (``store.add_event`` …) delegate to them.
 
 Its writes go to one writer thread that commits them in batches (see :mod:`.writer`); its reads
@@ -54,6 +55,7 @@ from .confirmations import SqliteConfirmations
 from .delegation import RepositoryMethods
 from .disk_space import DEFAULT_RESERVE_BYTES
 from .events import SqliteEvents
+from .human_requests import SqliteHumanRequests
 from .idempotency import SqliteIdempotencyKeys
 from .lock import StoreLock
 from .messages import SqliteMessages
@@ -118,6 +120,7 @@ class Store(RepositoryMethods):
         self.subagents = SqliteSubagents(self._access)
         self.messages = SqliteMessages(self._access)
         self.cases = SqliteCases(self._access)
+        self.human_requests = SqliteHumanRequests(self._access)
 
     @classmethod
     async def open(
@@ -162,6 +165,11 @@ class Store(RepositoryMethods):
         It never creates, upgrades or changes the file.
         """
         return open_reader(Path(path).expanduser(), read_only_file=True)
+
+    @property
+    def where(self) -> str:
+        """Where the store is, for messages: its file."""
+        return str(self.path)
 
     @property
     def closed(self) -> bool:

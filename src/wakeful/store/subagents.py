@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from ..core.records import SubagentRecord, SubagentStatus
 from ..errors import UserError
 from .access import StoreAccess
+from .rows import SUBAGENT_COLUMNS, decode_subagent, subagent_row
 
 __all__ = ["SqliteSubagents"]
-
-_COLUMNS: Final = (
-    "id, parent, parent_call, root, depth, agent, task, mode, status, created_at, finished_at, "
-    "result, error, tokens, delivered, context_strategy"
-)
-
-
-def _record(row: Any) -> SubagentRecord:
-    values = list(row)
-    values[14] = bool(values[14])
-    return SubagentRecord(*values)
 
 
 class SqliteSubagents:
@@ -32,14 +22,14 @@ class SqliteSubagents:
         self._access = access
 
     async def add(self, record: SubagentRecord) -> None:
-        row = tuple(record)
+        row = subagent_row(record)
 
         def apply(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO subagents ({_COLUMNS}) VALUES "
+                    f"INSERT INTO subagents ({SUBAGENT_COLUMNS}) VALUES "
                     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*row[:14], int(record.delivered), row[15]),
+                    row,
                 )
             except sqlite3.IntegrityError as exc:
                 raise UserError(f"A subagent with the id {record.id} is stored already.") from exc
@@ -67,6 +57,16 @@ class SqliteSubagents:
 
         return await self._access.write(apply, f"the end of subagent {subagent_id}")
 
+    async def record_tokens(self, subagent_id: str, tokens: int) -> None:
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE subagents SET tokens = ? WHERE id = ? AND tokens < ?",
+                (tokens, subagent_id, tokens),
+            )
+
+        # A record of work under way: on a full disk it is held and written later, in order.
+        await self._access.write_kept(apply, f"the tokens of subagent {subagent_id}")
+
     async def mark_delivered(self, subagent_id: str) -> bool:
         def apply(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
@@ -89,9 +89,9 @@ class SqliteSubagents:
 
     async def _select(self, where: str, params: tuple[Any, ...]) -> list[SubagentRecord]:
         reader = self._access.reader
-        sql = f"SELECT {_COLUMNS} FROM subagents {where}"
+        sql = f"SELECT {SUBAGENT_COLUMNS} FROM subagents {where}"
 
         def read() -> list[SubagentRecord]:
-            return [_record(row) for row in reader.rows(sql, params)]
+            return [decode_subagent(row) for row in reader.rows(sql, params)]
 
         return await self._access.read(read)

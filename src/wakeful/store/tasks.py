@@ -12,7 +12,7 @@ from ..core.records import TaskRecord
 from ..events import Event
 from .access import StoreAccess
 from .events import INSERT_EVENT, event_row
-from .reader import decode_row, task_from_json
+from .rows import decode_row, task_from_json
 
 __all__ = ["SqliteTasks"]
 

@@ -24,10 +24,12 @@ class SubagentLimits(BaseModel):
     """Children running at the same time in one tree (all depths)."""
 
     max_tokens_per_child: int = Field(default=200_000, ge=1)
-    """Model tokens (input + output) one child may use."""
+    """Model tokens (input + output) one child may use, over every run (a restart does not
+    reset them)."""
 
     max_tokens_per_tree: int = Field(default=1_000_000, ge=1)
-    """Model tokens all the children of one tree may use together."""
+    """Model tokens all the children of one tree may use together, ended ones included, over
+    every run."""
 
     max_seconds: float = Field(default=900.0, gt=0, le=7 * 24 * 3600)
     """Wall time of one child, from its spawn to its result."""

@@ -12,7 +12,9 @@ follows each child until it ends:
 - it is **cancelled** (`cancel_subagent`, a stop of its parent's call, its parent's own
   cancellation: cancelling cascades to its children first);
 - it goes over a **limit** (wall time, tokens, its tree's tokens): it is cancelled and the
-  parent told which limit and how to raise it.
+  parent told which limit and how to raise it. Tokens count over every run: a working child's
+  are stored now and then (and as the runtime stops), and a tree's are summed from the
+  repository's records, so neither a crash nor a restart resets them.
 
 The result goes to the parent once: as the result of the `spawn_subagent` call while that call
 waits (mode "sync"), otherwise as a `subagent.result` event (mode "async", "stream", a sync call
@@ -47,7 +49,7 @@ from ..collab import (
 from ..core.channel import source_event_id
 from ..core.records import SubagentMode, SubagentRecord, SubagentStatus
 from ..core.repositories import SubagentRepository
-from ..errors import UserError
+from ..errors import ToolError, UserError
 from ..events import (
     AGENT_INPUT,
     AGENT_INTERRUPT,
@@ -74,6 +76,8 @@ log = logging.getLogger(__name__)
 
 # How often a watcher looks at a running child's tokens.
 CHECK_SECONDS = 0.5
+# How often, at most, a running child's grown tokens are stored (and at its end).
+RECORD_SECONDS = 2.0
 # A child's id, which is also its session's.
 _CHILD_ID = re.compile(r"sub_[0-9a-f]{8}")
 
@@ -82,9 +86,9 @@ _CHILD_ID = re.compile(r"sub_[0-9a-f]{8}")
 ParentInbox = Callable[[Event], Awaitable[None]]
 
 
-class SubagentError(UserError):
+class SubagentError(ToolError):
     """A request about subagents that cannot be carried out; the message says why and what to
-    do instead (it becomes the tool's error)."""
+    do instead. Raised inside the collaboration tools, it is the tool's error the model reads."""
 
 
 def new_subagent_id() -> str:
@@ -159,6 +163,11 @@ class MemorySubagents:
         )
         return True
 
+    async def record_tokens(self, subagent_id: str, tokens: int) -> None:
+        record = self._records.get(subagent_id)
+        if record is not None and tokens > record.tokens:
+            self._records[subagent_id] = record._replace(tokens=tokens)
+
     async def mark_delivered(self, subagent_id: str) -> bool:
         record = self._records.get(subagent_id)
         if record is None or record.delivered:
@@ -190,6 +199,13 @@ class _Child:
     question: tuple[anyio.Event, list[str]] | None = None
     question_text: str = ""
     last_message: str = ""
+    # Its model tokens over every run: those stored when this run took it up, plus this run's.
+    tokens: int = 0
+    seen: int = 0  # the session's own count (of this run) when last looked at
+    stored: int = 0  # the most the repository holds
+    # When that was stored, or this run took it up (anyio's clock): a child that ends within
+    # RECORD_SECONDS has its tokens stored only with its ending.
+    stored_at: float = field(default_factory=anyio.current_time)
 
 
 class Subagents:
@@ -211,11 +227,12 @@ class Subagents:
         self.repository: SubagentRepository = repository or MemorySubagents()
         self._host: SubagentHost | None = None
         self._tg: TaskGroup | None = None
+        # Set by start() once restore() ran: a session recovered at a restart may call a tool
+        # before the runtime follows children, and waits for that (see _ready).
+        self._started: anyio.Event | None = None
         self._children: dict[str, _Child] = {}  # running, and ended ones not yet handed over
         # The children of this run not yet handed over and ended (others: the repository).
         self._records: dict[str, SubagentRecord] = {}
-        # Per delegation tree, the tokens of its children that ended in this run.
-        self._ended_tokens: dict[str, int] = {}
         # Parents that are not sessions of the runtime (a client of the collaboration MCP
         # server), by session id: their children's questions, progress and results go here.
         self.outside_parents: dict[str, ParentInbox] = {}
@@ -225,6 +242,7 @@ class Subagents:
     async def restore(self) -> None:
         """Take up the children a previous run left (running, or ended with a result not yet
         handed over), before their sessions are recovered."""
+        self._started = anyio.Event()
         for record in await self.repository.unsettled():
             definition = self.definitions.get(record.agent)
             self._records[record.id] = record
@@ -236,7 +254,7 @@ class Subagents:
                     record=record,
                 )
                 continue
-            child = _Child(record, definition)
+            child = _Child(record, definition, tokens=record.tokens, stored=record.tokens)
             if record.status != "running":
                 child.ended.set()
             self._children[record.id] = child
@@ -244,6 +262,8 @@ class Subagents:
     async def start(self, host: SubagentHost, tg: TaskGroup) -> None:
         """Follow the children from now on (those :meth:`restore` took up too)."""
         self._host, self._tg = host, tg
+        if self._started is not None:
+            self._started.set()
         for child in list(self._children.values()):
             tg.start_soon(self._watch, child, name=f"subagent {child.record.id}")
 
@@ -283,7 +303,7 @@ class Subagents:
         parent's conversation (see :mod:`wakeful.collab`); the child's record and how its
         context was chosen. SubagentError when the agent is unknown, a limit would be passed or
         the context cannot be made as asked."""
-        host, tg = self._running()
+        host, tg = await self._ready()
         definition = self.definitions.get(agent)
         if definition is None:
             names = ", ".join(sorted(self.definitions)) or "none are defined"
@@ -316,7 +336,8 @@ class Subagents:
                 f"{len(tree)} children of this tree are running, the most at once "
                 f"(subagents.max_tree = {limits.max_tree}): wait for some to finish."
             )
-        used = self.tree_tokens(root)
+        # A new tree (a top-level session's child) has used nothing yet.
+        used = await self.tree_tokens(root) if root != subagent_id else 0
         if used >= limits.max_tokens_per_tree:
             raise SubagentError(
                 f"The children of this tree used {used:,} tokens, the limit "
@@ -401,7 +422,7 @@ class Subagents:
             answers.append(text)
             answered.set()
             return f"answered the question of {subagent_id}"
-        host, _ = self._running()
+        host, _ = await self._ready()
         await host.deliver(
             Event(
                 kind=AGENT_INPUT,
@@ -415,6 +436,7 @@ class Subagents:
 
     async def cancel(self, subagent_id: str, reason: str, *, parent: str | None = None) -> str:
         """Cancel a child and, first, its own children; what happened, in a line."""
+        host, _ = await self._ready()  # its ending counts the tokens of this run too
         record = (await self._own(parent, subagent_id)).record
         if record.status != "running":
             return f"{subagent_id} had already ended ({record.status}); nothing to cancel"
@@ -436,7 +458,6 @@ class Subagents:
         cascaded = len(doomed)
         ended = await self._end(subagent_id, "cancelled", error=reason)
         if ended:
-            host, _ = self._running()
             await host.deliver(
                 Event(
                     kind=AGENT_INTERRUPT,
@@ -454,16 +475,52 @@ class Subagents:
         child = self._children.get(subagent_id)
         return child.question_text if child is not None and child.question else None
 
-    def tree_tokens(self, root: str) -> int:
-        """Tokens one delegation tree used: its ended children's, and its running ones' so far."""
-        host = self._host
-        total = self._ended_tokens.get(root, 0)
-        for child in self._children.values():
-            record = child.record
-            if record.root == root and record.status == "running":
-                live = host.tokens_of(record.id) if host is not None else 0
-                total += max(record.tokens, live)
+    async def tree_tokens(self, root: str) -> int:
+        """Tokens one delegation tree used over every run: each of its children's as stored,
+        or as counted so far when one running now has used more (see :meth:`_count_tokens`)."""
+        total = 0
+        for record in await self._tree(root):
+            child = self._children.get(record.id)
+            counted = self._count_tokens(child) if child is not None else 0
+            total += max(record.tokens, counted)
         return total
+
+    async def _tree(self, root: str) -> list[SubagentRecord]:
+        """Every child of the tree `root` names (it, and all its descendants), ended or
+        running, from the repository: what a restart leaves of the tree's spending."""
+        top = await self.repository.get(root)
+        if top is None:
+            return []
+        found, parents = [top], [top]
+        while parents:
+            parents = [
+                child for parent in parents for child in await self.repository.children(parent.id)
+            ]
+            found.extend(parents)
+        return found
+
+    def _count_tokens(self, child: _Child) -> int:
+        """The child's tokens over every run so far. Its session counts only this run's, from 0
+        (and from 0 again when it is loaded anew), so what it adds is counted on top of those
+        the child had when this run took it up."""
+        if child.record.status != "running" or self._host is None:
+            return child.tokens
+        live = self._host.tokens_of(child.record.id)
+        child.tokens += live - child.seen if live >= child.seen else live
+        child.seen = live
+        return child.tokens
+
+    async def _record_tokens(self, child: _Child, *, at_once: bool = False) -> None:
+        """Store the running child's tokens when they grew, at most every RECORD_SECONDS
+        (unless `at_once`), so that a crash loses little of its tree's spending."""
+        if child.record.status != "running":
+            return  # its ending stored them
+        tokens = self._count_tokens(child)
+        now = anyio.current_time()
+        if tokens <= child.stored or (not at_once and now - child.stored_at < RECORD_SECONDS):
+            return
+        child.stored, child.stored_at = tokens, now
+        await self.repository.record_tokens(child.record.id, tokens)
 
     async def listing(self, parent: str) -> list[dict[str, Any]]:
         """The children of `parent`, oldest first: status, tokens, last message."""
@@ -472,7 +529,7 @@ class Subagents:
         for record in await self.repository.children(parent):
             record = self._records.get(record.id, record)
             child = self._children.get(record.id)
-            tokens = max(record.tokens, host.tokens_of(record.id) if host else 0)
+            tokens = max(record.tokens, self._count_tokens(child) if child else 0)
             last = (child.last_message if child else "") or (
                 host.last_text(record.id) if host else ""
             )
@@ -504,6 +561,7 @@ class Subagents:
         child = self._children.get(session)
         if child is None or child.record.status != "running":
             raise SubagentError("This session is not a running subagent; there is no parent.")
+        await self._ready()  # its ending counts the tokens of this run too
         problem = schema_problem(child.definition, result)
         if problem is not None:
             child.bad_results += 1
@@ -527,7 +585,7 @@ class Subagents:
         child = self._children.get(session)
         if child is None or child.record.status != "running":
             raise SubagentError("This session is not a running subagent; there is no parent.")
-        host, _ = self._running()
+        host, _ = await self._ready()
         answered, answers = anyio.Event(), list[str]()
         child.question, child.question_text = (answered, answers), question
         try:
@@ -560,7 +618,7 @@ class Subagents:
         child.last_message = text
         if child.record.mode != "stream":
             return "noted (your parent sees it in list_subagents)"
-        host, _ = self._running()
+        host, _ = await self._ready()
         await self._to_parent(
             host,
             Event(
@@ -582,6 +640,13 @@ class Subagents:
             await outside(event)
         else:
             await host.deliver(event)
+
+    async def _ready(self) -> tuple[SubagentHost, TaskGroup]:
+        """The runtime's side, waiting while the runtime starts: its sessions recovered at a
+        restart run (and may call the tools) before it follows children."""
+        if self._host is None and self._started is not None:
+            await self._started.wait()
+        return self._running()
 
     def _running(self) -> tuple[SubagentHost, TaskGroup]:
         if self._host is None or self._tg is None:
@@ -614,8 +679,8 @@ class Subagents:
         record: SubagentRecord | None = None,
     ) -> bool:
         """Record how the child ended (the first ending wins) and wake its waiter."""
-        host = self._host
-        tokens = host.tokens_of(subagent_id) if host is not None else 0
+        running = self._children.get(subagent_id)
+        tokens = self._count_tokens(running) if running is not None else 0
         ended = await self.repository.finish(
             subagent_id, status, result=result, error=error, tokens=tokens
         )
@@ -623,9 +688,6 @@ class Subagents:
             return False
         known = record or self._records.get(subagent_id)
         if known is not None:
-            self._ended_tokens[known.root] = self._ended_tokens.get(known.root, 0) + max(
-                known.tokens, tokens
-            )
             final = known._replace(
                 status=status,
                 result=result,
@@ -655,8 +717,27 @@ class Subagents:
         await self.repository.mark_delivered(subagent_id)
 
     async def _watch(self, child: _Child) -> None:
-        """Follow one child until it ends (limits, idling without a result), then hand its
-        result to the parent unless a sync call is waiting for it."""
+        """Follow one child until it ends, then hand its result to the parent unless a sync
+        call is waiting for it."""
+        host, _ = self._running()
+        try:
+            await self._follow(child)
+        except anyio.get_cancelled_exc_class():
+            # The runtime stops while the child works: what it spent counts in the next run.
+            with anyio.CancelScope(shield=True):
+                await self._record_tokens(child, at_once=True)
+            raise
+        await child.ended.wait()
+        if child.attached:
+            return  # the spawn call hands it over
+        if not child.taken:
+            await self._hand_over(child.record)
+        self._forget(child.record.id)
+        host.changed()
+
+    async def _follow(self, child: _Child) -> None:
+        """Until the child ends: its limits (wall time, its tokens, its tree's), its tokens
+        stored now and then, and its idling without a result."""
         host, _ = self._running()
         record = child.record
         definition = child.definition
@@ -666,6 +747,7 @@ class Subagents:
             self.limits.max_tokens_per_child,
         )
         started = datetime.fromisoformat(record.created_at)
+        checked = child.tokens  # its tokens when its tree's were last looked at
         while not child.ended.is_set():
             elapsed = (datetime.now(UTC) - started).total_seconds()
             if elapsed >= limit_seconds:
@@ -679,7 +761,7 @@ class Subagents:
                 await host.wait_settled()
             if child.ended.is_set():
                 break
-            tokens = host.tokens_of(record.id)
+            tokens = self._count_tokens(child)
             if tokens > limit_tokens:
                 await self.cancel(
                     record.id,
@@ -687,22 +769,22 @@ class Subagents:
                     "(max_tokens of the agent, or subagents.max_tokens_per_child)",
                 )
                 break
-            if self.tree_tokens(record.root) > self.limits.max_tokens_per_tree:
-                await self.cancel(
-                    record.id,
-                    f"its tree used over {self.limits.max_tokens_per_tree:,} tokens "
-                    "(subagents.max_tokens_per_tree)",
-                )
+            await self._record_tokens(child)
+            # Its tree is looked at when it spent (what others spend, their watchers look at).
+            if tokens > checked:
+                checked = tokens
+                used = await self.tree_tokens(record.root)
+                if used > self.limits.max_tokens_per_tree:
+                    await self.cancel(
+                        record.id,
+                        f"its tree used over {self.limits.max_tokens_per_tree:,} tokens "
+                        "(subagents.max_tokens_per_tree)",
+                    )
+                    break
+            if child.ended.is_set():
                 break
             if host.is_idle(record.id) and not self._running_children(record.id):
                 await self._idle_without_result(child)
-        await child.ended.wait()
-        if child.attached:
-            return  # the spawn call hands it over
-        if not child.taken:
-            await self._hand_over(child.record)
-        self._forget(record.id)
-        host.changed()
 
     def _forget(self, subagent_id: str) -> None:
         """Drop an ended child whose ending went where it goes (the repository keeps it)."""

@@ -15,7 +15,7 @@ from pydantic import Field
 from ..collab import CallContextSettings, ManualShare
 from ..errors import ToolError
 from ..tools.spec import Tool, ToolAnnotations, ToolContext, tool
-from .manager import SubagentError, Subagents, describe_ending
+from .manager import Subagents, describe_ending
 
 __all__ = ["CHILD_TOOLS", "PARENT_TOOLS"]
 
@@ -104,18 +104,15 @@ async def spawn_subagent(
     if context and context_strategy not in (None, "manual", "adaptive"):
         # The strategy chooses from the conversation; what the parent wrote goes in any case.
         task, share = f"{task}\n\nContext: {context}", share.model_copy(update={"notes": ()})
-    try:
-        record, chosen = await subagents.spawn(
-            ctx.session,
-            ctx.call_id,
-            agent=agent,
-            task=task,
-            mode=mode,
-            share=None if share.empty else share,
-            call=CallContextSettings(strategy=context_strategy) if context_strategy else None,
-        )
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from exc
+    record, chosen = await subagents.spawn(
+        ctx.session,
+        ctx.call_id,
+        agent=agent,
+        task=task,
+        mode=mode,
+        share=None if share.empty else share,
+        call=CallContextSettings(strategy=context_strategy) if context_strategy else None,
+    )
     how = chosen.summary()
     if mode != "sync":
         return json.dumps(
@@ -161,10 +158,7 @@ async def send_message_to_subagent(
     answered a question or was sent as a new message.
     Cost: instant; the result is about 40 characters.
     """
-    try:
-        return await _subagents(ctx).message(ctx.session, subagent_id, text)
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from exc
+    return await _subagents(ctx).message(ctx.session, subagent_id, text)
 
 
 @tool(
@@ -187,10 +181,7 @@ async def cancel_subagent(
     ended is left as it is. Returns what was cancelled.
     Cost: instant; the result is about 40 characters.
     """
-    try:
-        return await _subagents(ctx).cancel(subagent_id, reason, parent=ctx.session)
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from exc
+    return await _subagents(ctx).cancel(subagent_id, reason, parent=ctx.session)
 
 
 @tool(annotations=ToolAnnotations(read_only=True, destructive=False, idempotent=True))
@@ -227,10 +218,7 @@ async def return_result(
     Returns "returned" — then stop.
     Cost: instant; the result is about 40 characters.
     """
-    try:
-        return await _subagents(ctx).return_result(ctx.session, result)
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from exc
+    return await _subagents(ctx).return_result(ctx.session, result)
 
 
 @tool(
@@ -256,10 +244,7 @@ async def ask_parent(
     to go on with the most conservative choice.
     Cost: as long as your parent takes to answer; the result is the answer.
     """
-    try:
-        return await _subagents(ctx).ask(ctx.session, question)
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from exc
+    return await _subagents(ctx).ask(ctx.session, question)
 
 
 @tool(
@@ -284,10 +269,7 @@ async def send_progress(
     where the report went.
     Cost: instant; the result is about 40 characters.
     """
-    try:
-        return await _subagents(ctx).progress(ctx.session, text)
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from exc
+    return await _subagents(ctx).progress(ctx.session, text)
 
 
 PARENT_TOOLS: tuple[Tool, ...] = (

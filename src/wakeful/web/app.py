@@ -263,13 +263,16 @@ class WebConsole:
 
     async def _audit_stats(self) -> dict[str, Any]:
         store = self.runtime.store
-        if store is None:
+        # The statistics are read from the SQLite file; a store on PostgreSQL has none to show
+        # here yet (`wakeful audit` reads it).
+        path = store.path if store is not None else None
+        if path is None:
             return {}
         from ..safety.audit import stats
         from ..store.sqlite import Store
 
         def read() -> dict[str, Any]:
-            with Store.read_only(store.path) as reader:
+            with Store.read_only(path) as reader:
                 return {row.tool: row.to_json() for row in stats(reader)}
 
         return await anyio.to_thread.run_sync(read)

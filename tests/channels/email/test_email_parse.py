@@ -363,10 +363,11 @@ def test_a_long_text_is_cut_and_saved_whole(tmp_path: Path) -> None:
     content = received.content
     assert content["text_cut"] is True
     saved = Path(content["text_path"])
-    # The first 1,000 characters, then only the note saying where the whole text is (its length
-    # grows with the workspace's path, not with the text's).
-    assert content["text"].startswith(long_text[:1_000])
-    note = content["text"][1_000:]
-    assert note.lstrip().startswith("[Cut: the first 1,000 of")
-    assert len(note) < 200 + len(str(saved))
+    # The event keeps to the limit, the note saying where the whole text is included.
+    assert len(content["text"]) <= 1_000
+    kept, note = content["text"].split("\n[Cut: ", 1)
+    assert long_text.startswith(kept) and len(kept) > 700
+    whole = saved.read_text()
+    said = f"the first {len(kept):,} of {len(whole):,} characters; the whole text is in"
+    assert note == f"{said} {saved}.]"
     assert saved.read_text().strip() == long_text.strip()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +32,8 @@ from wakeful.events import Event, render_event
 from wakeful.runtime.inbox import FilteringInbox
 from wakeful.store.sqlite import Store
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with await Store.open(tmp_path / "state.db", synchronous="normal") as opened:
-        yield opened
-
-
-@pytest.fixture(autouse=True)
-def token(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(TOKEN_ENV, FakeBotApi.token)
-    yield
+# The bot token the loopback Bot API knows, in its variable (conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("token")]
 
 
 def events_of(rows: list[Any]) -> list[Event]:

@@ -6,7 +6,6 @@ plainly, the read reaction, and what the user does to a copy marking the stored 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +33,11 @@ from wakeful.services import Outbox
 from wakeful.store.sqlite import Store
 from wakeful.toolkits.comms.cards import Card, card_text
 
-pytestmark = pytest.mark.anyio
+# The bot token the loopback Bot API knows, in its variable (conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("token")]
 
 SESSION = "main"
 GROUP_ID = -100_555
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with await Store.open(tmp_path / "state.db", synchronous="normal") as opened:
-        yield opened
-
-
-@pytest.fixture(autouse=True)
-def token(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(TOKEN_ENV, FakeBotApi.token)
-    yield
 
 
 def outbox_for(channel: TelegramChannel, store: Store) -> Outbox:

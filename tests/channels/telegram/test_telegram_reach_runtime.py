@@ -6,9 +6,8 @@ web console does."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 import pytest
@@ -21,20 +20,17 @@ from wakeful.core.records import OutboundMessage
 from wakeful.models import ScriptedModel, call, say, use
 from wakeful.runtime import Runtime
 
-pytestmark = pytest.mark.anyio
+# The bot token the loopback Bot API knows, in its variable (conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("token")]
 
 CHANNEL = "telegram:me"
+# The fixture channel_runtime of tests/channels/conftest.py.
+ChannelRuntime = Callable[..., AbstractAsyncContextManager[Runtime]]
 
 
-@pytest.fixture(autouse=True)
-def token(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(TOKEN_ENV, FakeBotApi.token)
-    yield
-
-
-@asynccontextmanager
-async def running(url: str, tmp_path: Path, model: ScriptedModel) -> AsyncIterator[Runtime]:
-    spec = ChannelSpec(
+def me(url: str) -> ChannelSpec:
+    """The user's own chat with the bot, at the loopback Bot API `url`."""
+    return ChannelSpec(
         kind="telegram",
         name="me",
         settings={
@@ -44,17 +40,6 @@ async def running(url: str, tmp_path: Path, model: ScriptedModel) -> AsyncIterat
             "poll_timeout_seconds": 1,
         },
     )
-    async with Runtime(
-        model=model,
-        with_timers=False,
-        store_path=tmp_path / "wakeful.db",
-        channels=[spec],
-        channel_kinds={"telegram": KIND},
-    ) as runtime:
-        with anyio.fail_after(20):
-            while runtime.channels[CHANNEL].state != "running":  # noqa: ASYNC110
-                await anyio.sleep(0.02)
-        yield runtime
 
 
 async def only_message(runtime: Runtime) -> OutboundMessage:
@@ -69,12 +54,12 @@ async def wait_sent(fake: FakeBotApi, count: int) -> None:
 
 
 async def test_the_reply_to_a_telegram_message_goes_back_to_its_chat_and_is_read_when_answered(
-    tmp_path: Path,
+    channel_runtime: ChannelRuntime,
 ) -> None:
     model = ScriptedModel(
         [use(call("reply_to_user", text="Booked: the 9:12 to Lyon.")), say(""), say("")]
     )
-    async with bot_api() as (fake, url), running(url, tmp_path, model) as runtime:
+    async with bot_api() as (fake, url), channel_runtime(me(url), KIND, model) as runtime:
         fake.message("Book me the first train to Lyon tomorrow.", user_id=USER_ID)
         await wait_sent(fake, 1)
         message = await only_message(runtime)
@@ -93,7 +78,7 @@ async def test_the_reply_to_a_telegram_message_goes_back_to_its_chat_and_is_read
 
 
 async def test_a_cards_button_pressed_on_telegram_reaches_the_agent_as_in_the_web_console(
-    tmp_path: Path,
+    channel_runtime: ChannelRuntime,
 ) -> None:
     card = {
         "title": "Which train?",
@@ -102,7 +87,7 @@ async def test_a_cards_button_pressed_on_telegram_reaches_the_agent_as_in_the_we
     model = ScriptedModel(
         [use(call("send_card_to_user", card=card)), say(""), say("Booking the 11:40.")]
     )
-    async with bot_api() as (fake, url), running(url, tmp_path, model) as runtime:
+    async with bot_api() as (fake, url), channel_runtime(me(url), KIND, model) as runtime:
         fake.message("Book me a train to Lyon tomorrow.", user_id=USER_ID)
         await wait_sent(fake, 1)
         [shown] = fake.sent

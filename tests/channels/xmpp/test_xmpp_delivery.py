@@ -4,7 +4,7 @@ saved; room messages filtered by keyword; `send` reaches the person."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,10 +13,8 @@ import pytest
 from xmpp_harness import (
     AGENT,
     PASSWORD_ENV,
-    PASSWORDS,
     ROOM,
     RecordingInbox,
-    add_accounts,
     opened_store,
     peer,
     running_channel,
@@ -29,14 +27,8 @@ from wakeful.core.channel import Delivery
 from wakeful.errors import StoreFull
 from wakeful.events import Event
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def accounts(prosody: ProsodyServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    add_accounts(prosody)
-    monkeypatch.setenv(PASSWORD_ENV, PASSWORDS["agent"])
-    yield
+# The agent's and the peers' accounts on Prosody (conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("accounts")]
 
 
 def texts(recorder: RecordingInbox) -> list[str]:

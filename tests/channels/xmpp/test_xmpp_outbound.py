@@ -5,7 +5,7 @@ the user's receipts and read markers reach the outbox, a stranger's forged ones 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -14,13 +14,10 @@ from slixmpp.xmlstream.handler import Callback
 from slixmpp.xmlstream.matcher import MatchXPath
 from xmpp_harness import (
     AGENT,
-    PASSWORD_ENV,
-    PASSWORDS,
     ROOM,
     USER,
     Peer,
     RecordingInbox,
-    add_accounts,
     opened_store,
     peer,
     running_channel,
@@ -32,17 +29,11 @@ from wakeful.core.channel import UserReach
 from wakeful.core.records import MessageAttachment, OutboundMessage
 from wakeful.services import Outbox
 
-pytestmark = pytest.mark.anyio
+# The agent's and the peers' accounts on Prosody (conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("accounts")]
 
 RECEIPTS = "urn:xmpp:receipts"
 MARKERS = "urn:xmpp:chat-markers:0"
-
-
-@pytest.fixture(autouse=True)
-def accounts(prosody: ProsodyServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    add_accounts(prosody)
-    monkeypatch.setenv(PASSWORD_ENV, PASSWORDS["agent"])
-    yield
 
 
 def wired(outbox: Outbox, channel: XmppChannel) -> Outbox:

@@ -5,13 +5,12 @@ runtime's outbox, and the numbered answer to a card reaches the agent as the but
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 import pytest
-from xmpp_harness import AGENT, PASSWORD_ENV, PASSWORDS, add_accounts, channel_settings, peer
+from xmpp_harness import AGENT, channel_settings, peer
 
 from servers.prosody import ProsodyServer
 from wakeful.channels.registry import ChannelSpec
@@ -20,34 +19,20 @@ from wakeful.core.records import OutboundMessage
 from wakeful.models import ScriptedModel, call, say, use
 from wakeful.runtime import Runtime
 
-pytestmark = pytest.mark.anyio
+# The agent's and the peers' accounts on Prosody (conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("accounts")]
 
 CHANNEL = "xmpp:personal"
+# The fixture channel_runtime of tests/channels/conftest.py.
+ChannelRuntime = Callable[..., AbstractAsyncContextManager[Runtime]]
 
 
-@pytest.fixture(autouse=True)
-def accounts(prosody: ProsodyServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    add_accounts(prosody)
-    monkeypatch.setenv(PASSWORD_ENV, PASSWORDS["agent"])
-    yield
-
-
-@asynccontextmanager
-async def running(
-    prosody: ProsodyServer, tmp_path: Path, model: ScriptedModel
-) -> AsyncIterator[Runtime]:
+def running(
+    channel_runtime: ChannelRuntime, prosody: ProsodyServer, model: ScriptedModel
+) -> AbstractAsyncContextManager[Runtime]:
+    """A runtime whose channel is the agent's account on `prosody`."""
     spec = ChannelSpec(kind="xmpp", name="personal", settings=channel_settings(prosody))
-    async with Runtime(
-        model=model,
-        with_timers=False,
-        store_path=tmp_path / "wakeful.db",
-        channels=[spec],
-        channel_kinds={"xmpp": KIND},
-    ) as runtime:
-        with anyio.fail_after(20):
-            while runtime.channels[CHANNEL].state != "running":  # noqa: ASYNC110
-                await anyio.sleep(0.02)
-        yield runtime
+    return channel_runtime(spec, KIND, model)
 
 
 async def only_message(runtime: Runtime) -> OutboundMessage:
@@ -60,10 +45,10 @@ def state_on_xmpp(message: OutboundMessage) -> str:
 
 
 async def test_the_reply_to_an_xmpp_message_goes_back_over_xmpp_and_its_marker_reads_it(
-    prosody: ProsodyServer, tmp_path: Path
+    prosody: ProsodyServer, channel_runtime: ChannelRuntime
 ) -> None:
     model = ScriptedModel([use(call("reply_to_user", text="Booked: the 9:12 to Lyon.")), say("")])
-    async with running(prosody, tmp_path, model) as runtime, peer(prosody, "alice") as alice:
+    async with running(channel_runtime, prosody, model) as runtime, peer(prosody, "alice") as alice:
         alice.say(AGENT, "Book me the first train to Lyon tomorrow.")
         [reply] = await alice.wait_received(1, within=20)
         message = await only_message(runtime)
@@ -82,7 +67,7 @@ async def test_the_reply_to_an_xmpp_message_goes_back_over_xmpp_and_its_marker_r
 
 
 async def test_a_numbered_answer_to_a_card_reaches_the_agent_as_the_buttons_press(
-    prosody: ProsodyServer, tmp_path: Path
+    prosody: ProsodyServer, channel_runtime: ChannelRuntime
 ) -> None:
     card = {
         "title": "Which train?",
@@ -91,7 +76,7 @@ async def test_a_numbered_answer_to_a_card_reaches_the_agent_as_the_buttons_pres
     model = ScriptedModel(
         [use(call("send_card_to_user", card=card)), say(""), say("Booking the 11:40.")]
     )
-    async with running(prosody, tmp_path, model) as runtime, peer(prosody, "alice") as alice:
+    async with running(channel_runtime, prosody, model) as runtime, peer(prosody, "alice") as alice:
         alice.say(AGENT, "Book me a train to Lyon tomorrow.")
         [shown] = await alice.wait_received(1, within=20)
         alice.say(AGENT, "2")
@@ -107,10 +92,10 @@ async def test_a_numbered_answer_to_a_card_reaches_the_agent_as_the_buttons_pres
 
 
 async def test_a_phone_that_acknowledges_at_once_gets_the_copy_marked_delivered(
-    prosody: ProsodyServer, tmp_path: Path
+    prosody: ProsodyServer, channel_runtime: ChannelRuntime
 ) -> None:
     model = ScriptedModel([use(call("reply_to_user", text="On it.")), say("")])
-    async with running(prosody, tmp_path, model) as runtime, peer(prosody, "alice") as alice:
+    async with running(channel_runtime, prosody, model) as runtime, peer(prosody, "alice") as alice:
         alice.client.register_plugin("xep_0184")  # receipts the moment a message arrives
         alice.say(AGENT, "Check the backups, please.")
         await alice.wait_received(1, within=20)

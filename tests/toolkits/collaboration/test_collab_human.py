@@ -1,18 +1,20 @@
 """request_human_approval and request_human_input with real services: the request id at once and
-the answer as an event (async), or the answer in the call (wait), defaults on timeout, and the
-refusals of bad input."""
+the answer as a `human.answer` event (async, from the served queue), or the answer in the call
+(wait), defaults on timeout, and the refusals of bad input."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from tool_services import call, refused, tool_services
-from wakeful.events import TOOL_RESULT
+from tool_services import Events, call, refused, tool_services
+from wakeful.events import HUMAN_ANSWER, TOOL_RESULT, render_event
 from wakeful.safety.approvals import Approvals
 from wakeful.services import Services
 from wakeful.toolkits.collaboration.human import (
@@ -44,31 +46,62 @@ def question_sent(services: Services) -> dict[str, Any]:
     return services.outbox.sent[-1]
 
 
+@asynccontextmanager
+async def served(services: Services, events: Events) -> AsyncIterator[Approvals]:
+    """The services' queue, served as a runtime serves it: outcomes go to `events`."""
+    approvals = approvals_of(services)
+    async with anyio.create_task_group() as tg:
+        await tg.start(approvals.serve, events.emit)
+        yield approvals
+        tg.cancel_scope.cancel()
+
+
 async def test_by_default_the_call_returns_at_once_and_the_answer_arrives_as_an_event() -> None:
-    async with tool_services() as (services, events):
+    async with tool_services() as (services, events), served(services, events) as approvals:
         result = await call(
             services, request_human_approval, question="Send the invoice?", priority="high"
         )
         started = json.loads(result.content)
-        request_id, task_id = started["request_id"], started["task_id"]
-        assert started["status"] == "waiting"
-        assert started["note"] == (
-            "The approver was asked (priority high). Their answer, or after 5 min the default "
-            f"(deny), will arrive as a separate event for task {task_id}. Go on with other work "
-            "meanwhile; do not take the step until the answer arrives."
-        )
+        request_id = started["request_id"]
+        assert started == {
+            "request_id": request_id,
+            "status": "waiting",
+            "note": (
+                "The approver was asked (priority high). Their answer, or after 5 min the "
+                f"default (deny), will arrive as a human.answer event for request [{request_id}]. "
+                "Go on with other work meanwhile; do not take the step until the answer arrives."
+            ),
+        }
         assert question_sent(services)["urgency"] == "high"
         assert f"[{request_id}]" in question_sent(services)["text"]
         await wait_all_tasks_blocked()
-        assert events.of_kind(TOOL_RESULT) == []
-        assert approvals_of(services).answer_from_text("main", f"/approve {request_id} checked")
-        answer = await events.first(lambda e: e.kind == TOOL_RESULT)
-    assert answer.context["task_id"] == task_id
-    assert answer.context["tool"] == "request_human_approval"
-    assert answer.text == (
+        assert events.seen == [] and services.tasks.list() == []  # no task waits for it
+        assert approvals.answer_from_text("main", f"/approve {request_id} checked")
+        answer = await events.first(lambda e: e.kind == HUMAN_ANSWER)
+        await wait_all_tasks_blocked()
+        assert not approvals.busy()
+    assert [e.kind for e in events.seen] == [HUMAN_ANSWER]
+    assert answer.context["request_id"] == request_id
+    assert answer.context["call_id"] == "call_1"
+    assert answer.context["choice"] == "approve"
+    assert answer.session == "main"
+    text = (
         f'The approver answered request [{request_id}] ("Send the invoice?"): approve. Their '
         'reason: "checked".'
     )
+    assert answer.text == text
+    assert render_event(answer) == f"[HUMAN_ANSWER {request_id}] {text}"
+
+
+async def test_without_a_served_queue_not_waiting_is_refused_before_anyone_is_asked() -> None:
+    async with tool_services() as (services, _):
+        got = await refused(services, request_human_approval, question="Send the invoice?")
+        assert got == (
+            "Nothing here can hand the answer over later as an event (the queue of requests to "
+            "a person is not served: a runtime serves it). Ask again with wait=true to wait "
+            "for the answer in this call."
+        )
+        assert services.outbox.sent == [] and approvals_of(services).pending() == []
 
 
 async def test_wait_true_answers_in_the_call() -> None:
@@ -123,7 +156,7 @@ async def test_no_answer_in_time_applies_the_default_and_the_result_says_so() ->
 
 
 async def test_input_is_checked_against_the_schema_and_given_to_the_agent() -> None:
-    async with tool_services() as (services, events):
+    async with tool_services() as (services, events), served(services, events):
         started = json.loads(
             (
                 await call(
@@ -139,16 +172,20 @@ async def test_input_is_checked_against_the_schema_and_given_to_the_agent() -> N
         reply = approvals.answer_input(started["request_id"], "date=2026-12-24 guests=four")
         assert not reply.accepted and "guests must be a whole number" in reply.text
         assert approvals.answer_input(started["request_id"], "date=2026-12-24 guests=4").accepted
-        answer = await events.first(lambda e: e.kind == TOOL_RESULT)
+        answer = await events.first(lambda e: e.kind == HUMAN_ANSWER)
     assert answer.text.endswith(": date=2026-12-24 guests=4.")
+    assert answer.context["values"] == {"date": "2026-12-24", "guests": 4}
+    assert events.of_kind(TOOL_RESULT) == []
 
 
 async def test_the_runtime_s_queue_is_used_when_there_is_one() -> None:
-    async with tool_services() as (services, _):
+    async with tool_services() as (services, events):
         theirs = Approvals(services.outbox)
         services.state[Approvals] = theirs
-        await call(services, request_human_approval, question="Go?")
-        assert [r.summary for r in theirs.pending("main")] == ["Go?"]
+        async with served(services, events) as approvals:
+            assert approvals is theirs
+            await call(services, request_human_approval, question="Go?")
+            assert [r.summary for r in theirs.pending("main")] == ["Go?"]
 
 
 @pytest.mark.parametrize(

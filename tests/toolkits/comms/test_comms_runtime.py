@@ -10,6 +10,7 @@ import anyio
 import pytest
 from rich.console import Console
 
+from servers.postgres import RuntimeStoreUnderTest
 from tool_services import tool_services
 from wakeful.channels.console import ConsoleChannel
 from wakeful.models import ScriptedModel, call, say, use
@@ -32,7 +33,9 @@ def screen() -> Console:
     return Console(file=io.StringIO(), width=200, highlight=False)
 
 
-async def test_the_console_shows_a_card_as_text_and_marks_it_read(tmp_path: Path) -> None:
+async def test_the_console_shows_a_card_as_text_and_marks_it_read(
+    tmp_path: Path, runtime_store: RuntimeStoreUnderTest
+) -> None:
     console = screen()
     model = ScriptedModel(
         [
@@ -44,7 +47,7 @@ async def test_the_console_shows_a_card_as_text_and_marks_it_read(tmp_path: Path
         ]
     )
     async with Runtime(
-        model=model, workdir=tmp_path, with_timers=False, store_path=tmp_path / "wakeful.db"
+        model=model, workdir=tmp_path, with_timers=False, **runtime_store.options
     ) as rt:
         with anyio.fail_after(10):
             await ConsoleChannel(rt, stream=io.StringIO("deploy?\n"), console=console).run()
@@ -61,6 +64,12 @@ async def test_the_console_shows_a_card_as_text_and_marks_it_read(tmp_path: Path
         ]
         assert [d.state for d in stored[1].deliveries] == ["read"]
         assert await rt.store.messages.unread_count("main") == 0
+    # Stored: the messages and their read state are there for the next run.
+    async with runtime_store.open() as store:
+        assert [(m.kind, m.read_on) for m in await store.messages.list("main")] == [
+            ("notification", "console"),
+            ("card", "console"),
+        ]
 
 
 async def test_the_agent_lists_what_the_user_has_not_read() -> None:

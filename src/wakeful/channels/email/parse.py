@@ -122,6 +122,20 @@ def attachments_folder(workspace: Path, event_id: str) -> Path:
     return workspace / ".wakeful" / "attachments" / event_id
 
 
+def _cut_text(text: str, limit: int, full: Path) -> str:
+    """The first characters of `text` and a note saying where the whole is, `limit` characters
+    at most together (the note counts, so the event keeps to the limit the user set)."""
+
+    def note(kept: int) -> str:
+        return (
+            f"\n[Cut: the first {kept:,} of {len(text):,} characters; the whole text is in {full}.]"
+        )
+
+    # The note is no longer with the smaller count it will hold than with the limit.
+    kept = max(0, limit - len(note(limit)))
+    return text[:kept] + note(kept)
+
+
 def read_mail(
     raw: bytes,
     *,
@@ -157,11 +171,7 @@ def read_mail(
     if cut:
         full = _write(folder, names.take(FULL_TEXT_NAME), text.encode("utf-8"))
         text_path = str(full)
-        text = (
-            text[:max_text_chars]
-            + f"\n[Cut: the first {max_text_chars:,} of {len(text):,} characters; the whole "
-            f"text is in {full}.]"
-        )
+        text = _cut_text(text, max_text_chars, full)
     defects = sorted({*_defects(message), *body_defects, *attachment_defects})
     if defects and body_part is None and not text:
         # Nothing readable came out: keep the raw message so nothing of the mail is lost.

@@ -9,6 +9,11 @@ made"), and it also means that within one process a row's `seq` (identity column
 in increasing order, so a reader tailing `seq > N` never skips a row committed later with a
 smaller number. A write that was queued is applied even if its caller is cancelled meanwhile, as
 in the SQLite store.
+
+A write may carry a :class:`~.leases.Lease` (a *fenced* write, made for a session a worker owns):
+the writer then checks the lease in the write's own transaction, first, and the write fails with
+:class:`~.leases.LeaseLost` (nothing of it saved) when the lease is no longer valid. See
+:mod:`.leases` for why that check cannot race with a takeover.
 """
 
 from __future__ import annotations
@@ -17,24 +22,38 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import anyio
 import psycopg
+import psycopg.errors
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from ...errors import StoreError, UserError
+from ..rows import decode_row
+from .leases import Lease, check_lease
 
-__all__ = ["Connection", "PostgresAccess", "database_name", "decode_row"]
+__all__ = ["Connection", "PostgresAccess", "database_name", "decode_row", "insert_new"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[TupleRow]
 Apply = Callable[[Connection], Awaitable[Any]]
+
+# How many times one write is tried when the server rolls its transaction back to break a
+# deadlock or a serialization conflict with another worker's (PostgreSQL's advice: try again).
+ROLLBACK_ATTEMPTS: Final = 3
+# What the server raises when it rolled a transaction back for such a conflict (psycopg's
+# DeadlockDetected and SerializationFailure are not subclasses of its TransactionRollback).
+_ROLLED_BACK: Final = (
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+)
 
 
 def database_name(url: str) -> str:
@@ -52,15 +71,17 @@ def database_name(url: str) -> str:
     return f"the PostgreSQL database {name!r} on {host}{port}"
 
 
-def decode_row(where: str, what: str, decode: Callable[[], T]) -> T:
-    """Run `decode` on a stored row, turning a malformed row into a StoreError that names it."""
+async def insert_new(
+    conn: Connection, sql: str, row: Sequence[object], *, constraint: str, taken: str
+) -> None:
+    """Insert one row whose id must be new: a UserError saying `taken` (the fix included) when
+    it breaks the unique `constraint`; any other violation is raised as it is."""
     try:
-        return decode()
-    except (ValueError, KeyError, TypeError, UserError) as exc:
-        raise StoreError(
-            f"The {what} stored in {where} cannot be read ({exc}). The row was left as it is; "
-            "it was probably written by a different wakeful version or edited by hand."
-        ) from exc
+        await conn.execute(sql, row)
+    except psycopg.errors.UniqueViolation as exc:
+        if exc.diag.constraint_name != constraint:
+            raise
+        raise UserError(taken) from exc
 
 
 @dataclass
@@ -69,6 +90,8 @@ class _QueuedWrite:
     what: str
     # None for a write nobody waits for (its failure is logged).
     done: anyio.Event | None
+    # The lease checked before `apply`, in its transaction (a fenced write); None: unfenced.
+    fence: Lease | None = None
     result: object = None
     error: BaseException | None = field(default=None)
 
@@ -88,6 +111,9 @@ class PostgresAccess:
         self._writer_done = anyio.Event()
         self.started = False
         self.closed = False
+        # The worker registered on this store (``PostgresStore.register_worker``), recorded with
+        # the tasks it saves; None for a store used without workers (one process).
+        self.worker: str | None = None
 
     def check_open(self) -> None:
         if self.closed:
@@ -120,16 +146,30 @@ class PostgresAccess:
 
     async def _apply_batch(self, batch: Sequence[_QueuedWrite]) -> None:
         """Apply the writes queued meanwhile in one transaction, each in a savepoint of its
-        own (a write that fails leaves the others), and report them once committed."""
+        own (a write that fails leaves the others), and report them once committed.
+
+        A batch the server rolled back to break a deadlock (or a serialization failure) with
+        another worker's transaction is applied again one write per transaction, in order: a
+        batch holds its locks longer than one write does, so this is where two workers locking
+        rows in opposite orders meet, and no write is lost to it."""
+        if len(batch) == 1:
+            await self._apply_alone(batch[0])
+            return
         outcomes: list[BaseException | None] = []
         try:
-            async with self.pool.connection() as conn:
-                if len(batch) == 1:  # a write alone: its own transaction, no savepoint
-                    outcomes.append(await self._apply_one(conn, batch[0]))
-                else:
-                    async with conn.transaction():
-                        for item in batch:
-                            outcomes.append(await self._apply_one(conn, item))
+            async with self.pool.connection() as conn, conn.transaction():
+                for item in batch:
+                    outcomes.append(await self._apply_one(conn, item))
+        except _ROLLED_BACK as exc:
+            log.info(
+                "A batch of %d writes to %s was rolled back (%s); applying them one by one",
+                len(batch),
+                self.where,
+                str(exc).strip(),
+            )
+            for item in batch:
+                await self._apply_alone(item)
+            return
         except psycopg.Error as exc:
             # The connection or the commit failed: nothing of the batch was saved.
             for item in batch:
@@ -138,11 +178,31 @@ class PostgresAccess:
         for item, outcome in zip(batch, outcomes, strict=True):
             self._finish(item, outcome)
 
+    async def _apply_alone(self, item: _QueuedWrite) -> None:
+        """Apply one write in its own transaction and report it; tried again (up to
+        :data:`ROLLBACK_ATTEMPTS` in all) when the server rolls it back for a deadlock."""
+        for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
+            try:
+                async with self.pool.connection() as conn:
+                    outcome = await self._apply_one(conn, item)
+            except _ROLLED_BACK as exc:
+                if attempt < ROLLBACK_ATTEMPTS:
+                    continue
+                self._finish(item, self._write_error(item.what, exc))
+                return
+            except psycopg.Error as exc:
+                self._finish(item, self._write_error(item.what, exc))
+                return
+            self._finish(item, outcome)
+            return
+
     async def _apply_one(self, conn: Connection, item: _QueuedWrite) -> BaseException | None:
         """Apply one write in a transaction (a savepoint inside the batch's); return why it
         failed, or None."""
         try:
             async with conn.transaction():
+                if item.fence is not None:
+                    await check_lease(conn, item.fence, item.what)
                 item.result = await item.apply(conn)
         except psycopg.OperationalError:
             raise  # the connection is gone: _apply_batch fails the whole batch
@@ -175,11 +235,18 @@ class PostgresAccess:
         error.__cause__ = exc
         return error
 
-    async def write(self, apply: Callable[[Connection], Awaitable[T]], what: str) -> T:
+    async def write(
+        self,
+        apply: Callable[[Connection], Awaitable[T]],
+        what: str,
+        *,
+        fence: Lease | None = None,
+    ) -> T:
         """Queue `apply` (run in one transaction on the writer) and return its result once
-        committed; a failure is raised here, as a StoreError."""
+        committed; a failure is raised here, as a StoreError. With `fence`, the lease is checked
+        first in that transaction (:class:`~.leases.LeaseLost` when it is no longer held)."""
         self.check_open()
-        item = _QueuedWrite(apply, what, anyio.Event())
+        item = _QueuedWrite(apply, what, anyio.Event(), fence)
         self._send.send_nowait(item)
         assert item.done is not None
         await item.done.wait()
@@ -187,10 +254,10 @@ class PostgresAccess:
             raise item.error
         return cast(T, item.result)
 
-    def write_nowait(self, apply: Apply, what: str) -> None:
+    def write_nowait(self, apply: Apply, what: str, *, fence: Lease | None = None) -> None:
         """Queue `apply` without waiting; a failure is logged. :meth:`flush` waits for it."""
         self.check_open()
-        self._send.send_nowait(_QueuedWrite(apply, what, None))
+        self._send.send_nowait(_QueuedWrite(apply, what, None, fence))
 
     async def flush(self) -> None:
         """Wait until every write queued so far is committed."""

@@ -1,5 +1,9 @@
 """The events table on PostgreSQL: events in arrival order, each pending until its session
-consumed it, or filtered; the same semantics as :class:`wakeful.store.events.SqliteEvents`."""
+consumed it, or filtered; the same semantics as :class:`wakeful.store.events.SqliteEvents`.
+
+Storing a pending event wakes its session's listeners (:mod:`.wakeups`), in the same transaction.
+The repository of a fenced view (``PostgresStore.fenced(lease)``) writes only for the lease's
+session, and each of its writes checks the lease first (:mod:`.leases`)."""
 
 from __future__ import annotations
 
@@ -11,13 +15,15 @@ import psycopg
 import psycopg.errors
 
 from ...core.records import EventStatus, StoredEvent
-from ...errors import StoreError
+from ...errors import StoreError, UserError
 from ...events import Event
 from ..event_query import recent_events_query
 from ..events import check_status
 from .access import Connection, PostgresAccess, decode_row
+from .leases import Lease
+from .wakeups import notify_sessions
 
-__all__ = ["INSERT_EVENT", "PostgresEvents", "insert_events"]
+__all__ = ["INSERT_EVENT", "PostgresEvents", "check_fenced_session", "insert_events"]
 
 INSERT_EVENT: Final = (
     "INSERT INTO events (id, session, kind, ts, status, data) VALUES (%s, %s, %s, %s, %s, %s)"
@@ -33,7 +39,8 @@ async def insert_events(
     conn: Connection, events: Sequence[Event], status: str, where: str
 ) -> list[int]:
     """Insert `events` (in the caller's transaction) and return their seqs; an id stored already
-    fails the whole write with a StoreError that names it."""
+    fails the whole write with a StoreError that names it. Pending events wake their sessions'
+    listeners once the transaction commits."""
     seqs = []
     for event in events:
         try:
@@ -49,14 +56,31 @@ async def insert_events(
         row = await cursor.fetchone()
         assert row is not None
         seqs.append(int(row[0]))
+    if status == "pending":
+        await notify_sessions(conn, (event.session for event in events))
     return seqs
 
 
-class PostgresEvents:
-    """The :class:`~wakeful.core.repositories.EventRepository` of a PostgreSQL store."""
+def check_fenced_session(fence: Lease | None, sessions: Iterable[str], what: str) -> None:
+    """Refuse (UserError) a write through a view fenced by `fence` for another session."""
+    if fence is None:
+        return
+    others = sorted({s for s in sessions if s != fence.session})
+    if others:
+        raise UserError(
+            f"This store view is fenced by the lease on session {fence.session!r}, so it cannot "
+            f"write {what} of session {others[0]!r}. Write for other sessions through the store "
+            "itself (or a view fenced by their lease)."
+        )
 
-    def __init__(self, access: PostgresAccess) -> None:
+
+class PostgresEvents:
+    """The :class:`~wakeful.core.repositories.EventRepository` of a PostgreSQL store (or of a
+    view of it fenced by `fence`)."""
+
+    def __init__(self, access: PostgresAccess, fence: Lease | None = None) -> None:
         self._access = access
+        self._fence = fence
 
     async def add(self, event: Event, status: EventStatus = "pending") -> int:
         seqs = await self.add_many([event], status)
@@ -70,11 +94,12 @@ class PostgresEvents:
     async def add_many(self, events: Sequence[Event], status: EventStatus = "pending") -> list[int]:
         check_status(status)
         batch = list(events)
+        check_fenced_session(self._fence, (e.session for e in batch), "events")
 
         async def apply(conn: Connection) -> list[int]:
             return await insert_events(conn, batch, status, self._access.where)
 
-        return await self._access.write(apply, f"{len(batch)} event(s)")
+        return await self._access.write(apply, f"{len(batch)} event(s)", fence=self._fence)
 
     async def add_new(self, event: Event, status: EventStatus = "pending") -> bool:
         stored = await self.add_new_many([(event, status)])
@@ -83,20 +108,25 @@ class PostgresEvents:
     async def add_new_many(self, events: Sequence[tuple[Event, EventStatus]]) -> list[bool]:
         for _, status in events:
             check_status(status)
+        check_fenced_session(self._fence, (e.session for e, _ in events), "events")
         rows = [event_row(event, status) for event, status in events]
         if not rows:
             return []
 
         async def apply(conn: Connection) -> list[bool]:
             stored = []
+            woken = []
             for row in rows:
                 cursor = await conn.execute(
                     INSERT_EVENT + " ON CONFLICT ON CONSTRAINT events_id_unique DO NOTHING", row
                 )
                 stored.append(cursor.rowcount == 1)
+                if cursor.rowcount == 1 and row[4] == "pending":
+                    woken.append(row[1])
+            await notify_sessions(conn, woken)
             return stored
 
-        return await self._access.write(apply, f"{len(rows)} event(s)")
+        return await self._access.write(apply, f"{len(rows)} event(s)", fence=self._fence)
 
     async def count(self, session: str | None = None) -> dict[str, int]:
         sql, params = "SELECT status, count(*) FROM events", []
@@ -108,13 +138,21 @@ class PostgresEvents:
     async def mark(self, ids: Iterable[str], status: str) -> None:
         check_status(status)
         targets = list(ids)
+        fence = self._fence
+        sql, params = "UPDATE events SET status = %s WHERE id = ANY(%s)", [status, targets]
+        if fence is not None:
+            # A fenced view marks its own session's events only; others' ids are ignored.
+            sql, params = sql + " AND session = %s", [*params, fence.session]
 
         async def apply(conn: Connection) -> None:
-            await conn.execute(
-                "UPDATE events SET status = %s WHERE id = ANY(%s)", (status, targets)
-            )
+            await conn.execute(sql, params)
+            if status == "pending":
+                cursor = await conn.execute(
+                    "SELECT DISTINCT session FROM events WHERE id = ANY(%s)", (targets,)
+                )
+                await notify_sessions(conn, (session for (session,) in await cursor.fetchall()))
 
-        await self._access.write(apply, f"the status of {len(targets)} event(s)")
+        await self._access.write(apply, f"the status of {len(targets)} event(s)", fence=self._fence)
 
     async def pending(self, session: str | None = None) -> list[Event]:
         sql = "SELECT seq, data FROM events WHERE status = 'pending'"

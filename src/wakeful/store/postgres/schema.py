@@ -25,6 +25,202 @@ __all__ = ["MIGRATIONS", "apply_migrations", "read_schema_version"]
 # Any constant that no other program on the database uses: the key of the migration lock.
 MIGRATION_LOCK_KEY: Final = 0x77616B6566756C  # "wakeful"
 
+# Version 2: idempotency keys, confirmations, the audit log, channel cursors, connected channels.
+_V2_SAFETY_AND_CHANNELS: Final[tuple[str, ...]] = (
+    # One row per (tool, key): claimed as 'running' (by the store instance `owner`, one worker's
+    # run) before the action runs, so a duplicate call or a restart finds the claim instead of
+    # running the action again. The primary key makes two claims at once conflict. `worker` (the
+    # registered worker of the claiming store, NULL without one) and `claimed_at` (the database's
+    # clock) tell whether the claim's run is still alive (see PostgresIdempotencyKeys).
+    """CREATE TABLE idempotency_keys (
+        tool text NOT NULL,
+        key text NOT NULL,
+        arguments_hash text NOT NULL,
+        state text NOT NULL CHECK (state IN ('running', 'done', 'failed')),
+        owner text NOT NULL,
+        started_at timestamptz NOT NULL,
+        finished_at timestamptz,
+        result text,
+        error text,
+        worker text,
+        claimed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (tool, key)
+    )""",
+    # Arguments are kept as hashes only (whole and per top-level field). `issued_at` and
+    # `expires_at` are the issuer's own ISO texts, returned exactly as given (the safety layer
+    # compares and shows them); `used_at` is written by the store.
+    """CREATE TABLE confirmations (
+        token text PRIMARY KEY,
+        tool text NOT NULL,
+        arguments_hash text NOT NULL,
+        field_hashes text NOT NULL,
+        preview text NOT NULL,
+        issued_at text NOT NULL,
+        expires_at text NOT NULL,
+        state text NOT NULL CHECK (state IN ('issued', 'used', 'failed')),
+        used_at timestamptz,
+        error text
+    )""",
+    """CREATE TABLE audit (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        ts timestamptz NOT NULL,
+        session text NOT NULL,
+        tool text NOT NULL,
+        call_id text NOT NULL,
+        status text NOT NULL,
+        duration_ms double precision NOT NULL,
+        data text NOT NULL
+    )""",
+    # Audit reads page by seq, filtered by time, session or tool.
+    "CREATE INDEX audit_by_ts ON audit (ts)",
+    "CREATE INDEX audit_by_session ON audit (session, seq)",
+    "CREATE INDEX audit_by_tool ON audit (tool, seq)",
+    # How far each channel has read its source: advanced only after the events up to it were
+    # stored.
+    """CREATE TABLE channel_cursors (
+        channel text NOT NULL,
+        key text NOT NULL,
+        value text NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (channel, key)
+    )""",
+    # Channels the agent connected while running (connect_channel), reconnected on the next
+    # start; those of wakeful.toml are not stored here.
+    """CREATE TABLE connected_channels (
+        name text PRIMARY KEY,
+        kind text NOT NULL,
+        settings text NOT NULL,
+        filter text NOT NULL,
+        connected_at timestamptz NOT NULL
+    )""",
+)
+
+# Version 3: messages to the user, subagents, cases, requests to a person. Times are text here,
+# as in the records and the SQLite store: a caller's ISO string is read back exactly as it was
+# given (a timestamptz would rewrite "Z" as "+00:00"), and no query compares these times.
+_V3_MESSAGES_AND_AGENTS: Final[tuple[str, ...]] = (
+    # One row per message whatever the channels it went to; `body` is the JSON of its text,
+    # attachments (by reference), card and title. Read state is one fact: the first channel
+    # that saw it read sets `read_at` and `read_on`.
+    """CREATE TABLE messages (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id text NOT NULL CONSTRAINT messages_id_unique UNIQUE,
+        session text NOT NULL,
+        created_at text NOT NULL,
+        urgency text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('text', 'card', 'notification')),
+        body text NOT NULL,
+        read_at text,
+        read_on text
+    )""",
+    "CREATE INDEX messages_by_session ON messages (session, seq)",
+    "CREATE INDEX messages_unread ON messages (session, seq) WHERE read_at IS NULL",
+    # Where each message went: one row per (message, channel), never moving back; `seq` keeps
+    # the order deliveries were first recorded in (SQLite's rowid).
+    """CREATE TABLE message_deliveries (
+        seq bigint GENERATED ALWAYS AS IDENTITY,
+        message_id text NOT NULL REFERENCES messages (id),
+        channel text NOT NULL,
+        state text NOT NULL CHECK (state IN ('queued', 'sent', 'delivered', 'read', 'failed')),
+        updated_at text NOT NULL,
+        sent_at text,
+        read_at text,
+        channel_message_id text,
+        error text,
+        PRIMARY KEY (message_id, channel)
+    )""",
+    "CREATE INDEX deliveries_by_channel_id ON message_deliveries "
+    "(channel, channel_message_id) WHERE channel_message_id IS NOT NULL",
+    # One row per child agent; `result` is handed to the parent once (`delivered`).
+    """CREATE TABLE subagents (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id text NOT NULL CONSTRAINT subagents_id_unique UNIQUE,
+        parent text NOT NULL,
+        parent_call text NOT NULL,
+        root text NOT NULL,
+        depth integer NOT NULL,
+        agent text NOT NULL,
+        task text NOT NULL,
+        mode text NOT NULL CHECK (mode IN ('sync', 'async', 'stream')),
+        context_strategy text NOT NULL,
+        status text NOT NULL CHECK (status IN ('running', 'done', 'failed', 'cancelled')),
+        created_at text NOT NULL,
+        finished_at text,
+        result text,
+        error text,
+        tokens bigint NOT NULL DEFAULT 0,
+        delivered boolean NOT NULL DEFAULT false
+    )""",
+    "CREATE INDEX subagents_by_parent ON subagents (parent, seq)",
+    "CREATE INDEX subagents_unsettled ON subagents (seq) WHERE status = 'running' OR NOT delivered",
+    # One row per decision; `number` is the id people and models cite ("case 12"). A sequence
+    # never hands a number out twice, but a write that failed leaves its number unused.
+    """CREATE TABLE cases (
+        number bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('approval', 'input')),
+        tool text NOT NULL,
+        request text NOT NULL,
+        reasons text NOT NULL,
+        context text NOT NULL,
+        decision text NOT NULL CHECK (decision IN ('approved', 'denied', 'answered', 'declined')),
+        reason text NOT NULL,
+        decided_at text NOT NULL,
+        timed_out boolean NOT NULL DEFAULT false,
+        request_id text NOT NULL DEFAULT '',
+        answer text
+    )""",
+    # One row per request to a person, open until it ends; `id` is the short id people type,
+    # lower-case. `data`, `decision` and `late` are JSON text (see HumanRequestRecord).
+    """CREATE TABLE human_requests (
+        seq bigint GENERATED ALWAYS AS IDENTITY,
+        id text PRIMARY KEY,
+        session text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('approval', 'input')),
+        question text NOT NULL,
+        priority text NOT NULL,
+        opened_at text NOT NULL,
+        deadline text,
+        data text NOT NULL,
+        status text NOT NULL CHECK (status IN ('open', 'answered', 'timed_out', 'ended')),
+        decision text,
+        closed_at text,
+        delivered boolean NOT NULL DEFAULT false,
+        late text NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX human_requests_by_session ON human_requests (session, seq)",
+    "CREATE INDEX human_requests_unsettled ON human_requests (seq) "
+    "WHERE status = 'open' OR NOT delivered",
+)
+
+# Version 4: workers and session leases (:mod:`.leases`), and the worker that runs each task.
+_V4_WORKERS_AND_LEASES: Final[tuple[str, ...]] = (
+    # `lease_seconds`: how long its leases last unrenewed; alive while heartbeat_at is younger.
+    """CREATE TABLE workers (
+        id text PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        lease_seconds double precision NOT NULL,
+        started_at timestamptz NOT NULL,
+        heartbeat_at timestamptz NOT NULL,
+        stopped_at timestamptz
+    )""",
+    # One row per session ever leased, kept on release (owner NULL) so that `epoch`, the fencing
+    # token, only ever grows for a session.
+    """CREATE TABLE session_leases (
+        session text PRIMARY KEY,
+        owner text,
+        epoch bigint NOT NULL DEFAULT 0,
+        acquired_at timestamptz,
+        renewed_at timestamptz,
+        expires_at timestamptz
+    )""",
+    "CREATE INDEX session_leases_by_owner ON session_leases (owner) WHERE owner IS NOT NULL",
+    "CREATE INDEX session_leases_by_expiry ON session_leases (expires_at) WHERE owner IS NOT NULL",
+    "ALTER TABLE tasks ADD COLUMN worker text",
+    "CREATE INDEX tasks_running_by_worker ON tasks (worker, session) WHERE state = 'running'",
+)
+
 # Ordered: MIGRATIONS[i] produces schema version i + 1. Append new steps; never edit old ones.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -74,6 +270,23 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 data text NOT NULL
             )""",
             "CREATE INDEX timers_by_next_fire ON timers (active, next_fire)",
+        ),
+    ),
+    Migration(
+        "idempotency keys, confirmations, audit log, channel cursors, connected channels",
+        _V2_SAFETY_AND_CHANNELS,
+    ),
+    Migration("messages, subagents, cases, requests to a person", _V3_MESSAGES_AND_AGENTS),
+    Migration("workers and session leases", _V4_WORKERS_AND_LEASES),
+    # Version 5: the transaction that stored each event (filled by the default, so no insert
+    # changes), for a tail that never skips a row another worker commits late: it reads in
+    # (xid, seq) order below the snapshot's xmin (see wakeful.store.postgres.reader). Rows stored
+    # before this step get the id of its transaction, which is committed before any read.
+    Migration(
+        "the transaction of each event, for tails across workers",
+        (
+            "ALTER TABLE events ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id()",
+            "CREATE INDEX events_by_xid ON events (xid, seq)",
         ),
     ),
 )

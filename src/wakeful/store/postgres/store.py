@@ -3,6 +3,10 @@ several wakeful workers share one store (see the package docs for what is there 
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -12,20 +16,38 @@ from anyio.abc import TaskGroup
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...errors import StoreError, UserError
+from ..delegation import RepositoryMethods
 from .access import Connection, PostgresAccess, database_name
+from .audit import PostgresAuditLog
+from .cases import PostgresCases
+from .channel_cursors import PostgresChannelCursors, PostgresConnectedChannels
+from .confirmations import PostgresConfirmations
 from .events import PostgresEvents
+from .human_requests import PostgresHumanRequests
+from .idempotency import PostgresIdempotencyKeys
+from .leases import (
+    IDLE_IN_TRANSACTION_TIMEOUT_S,
+    Lease,
+    Worker,
+    WorkerInfo,
+    list_workers,
+    register_worker,
+)
+from .messages import PostgresMessages
 from .schema import apply_migrations
+from .subagents import PostgresSubagents
 from .tasks import PostgresTasks
 from .timers import PostgresTimers
 from .trajectories import PostgresTrajectories
+from .wakeups import WakeupListener
 
-__all__ = ["DEFAULT_POOL_SIZE", "PostgresStore"]
+__all__ = ["DEFAULT_POOL_SIZE", "FencedStore", "PostgresStore"]
 
 DEFAULT_POOL_SIZE = 8
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
-class PostgresStore:
+class PostgresStore(RepositoryMethods):
     """Events, trajectories, task records and timers on a PostgreSQL database.
 
     Open it as an async context manager (``open`` is awaited first), which runs its writer::
@@ -34,8 +56,13 @@ class PostgresStore:
             await store.events.add(event)
 
     Every write method returns once its write is committed; writes made from one event loop are
-    applied in the order they were made (one writer applies them, see :mod:`.access`).
+    applied in the order they were made (one writer applies them, see :mod:`.access`). It is a
+    :class:`wakeful.core.runtime_store.RuntimeStore`, so the runtime runs on it unchanged; the
+    methods it inherits from :class:`RepositoryMethods` delegate to the repositories.
     """
+
+    # No file on this machine: the database lives on its server (see `where`).
+    path: Path | None = None
 
     def __init__(self, pool: AsyncConnectionPool[Connection], where: str) -> None:
         """Use :meth:`PostgresStore.open`: this takes a pool already open on a migrated
@@ -47,6 +74,18 @@ class PostgresStore:
         self.trajectories = PostgresTrajectories(self._access)
         self.task_records = PostgresTasks(self._access)
         self.timer_records = PostgresTimers(self._access)
+        self.messages = PostgresMessages(self._access)
+        self.subagents = PostgresSubagents(self._access)
+        self.cases = PostgresCases(self._access)
+        self.human_requests = PostgresHumanRequests(self._access)
+        # Names this opening of the store (one worker's run): the owner of its idempotency
+        # claims (see PostgresIdempotencyKeys for what another owner's claim means).
+        self.instance_id = secrets.token_hex(8)
+        self.idempotency_keys = PostgresIdempotencyKeys(self._access, self.instance_id)
+        self.confirmations = PostgresConfirmations(self._access)
+        self.audit_log = PostgresAuditLog(self._access)
+        self.channel_cursors = PostgresChannelCursors(self._access)
+        self.connected_channels = PostgresConnectedChannels(self._access)
 
     @classmethod
     async def open(
@@ -84,6 +123,7 @@ class PostgresStore:
             # A connection the server dropped (a restart, an idle timeout) is replaced when
             # taken, not discovered by the write that uses it; one round trip per checkout.
             check=AsyncConnectionPool.check_connection,
+            configure=_end_abandoned_transactions,
             open=False,
             name="wakeful-store",
             # How long a read or write waits for a connection (the server is down) before it
@@ -104,9 +144,69 @@ class PostgresStore:
             ) from exc
         return cls(pool, where)
 
+    async def register_worker(self, *, lease_seconds: float, name: str | None = None) -> Worker:
+        """Register this process as a worker sharing the database (see :mod:`.leases`); the
+        task records it saves from now on name it."""
+        worker = await register_worker(
+            self._access.pool, self.where, lease_seconds=lease_seconds, name=name
+        )
+        self._access.worker = worker.id
+        return worker
+
+    async def workers(self) -> list[WorkerInfo]:
+        """Every registered worker with the sessions it holds (``wakeful workers``)."""
+        return await list_workers(self._access.pool, self.where)
+
+    def fenced(self, lease: Lease) -> FencedStore:
+        """The repositories of `lease.session` for the worker holding `lease`: each write first
+        checks, in its own transaction, that the lease is still held (else
+        :class:`~.leases.LeaseLost`, nothing saved); a write for another session is refused.
+
+        A view rather than a `lease` argument on each write or a fence the runtime installs per
+        session: its repositories are the core protocols unchanged, so a session is handed the
+        view as its store and none of its writes can skip the check; and the view is bound to
+        one epoch, so a session object left over from an earlier lease of the same worker cannot
+        write under a later one."""
+        return FencedStore(
+            lease,
+            PostgresEvents(self._access, lease),
+            PostgresTrajectories(self._access, lease),
+            PostgresTasks(self._access, lease),
+            PostgresTimers(self._access, lease),
+            PostgresMessages(self._access, lease),
+            PostgresSubagents(self._access, lease),
+            PostgresHumanRequests(self._access, lease),
+        )
+
+    def wakeup_listener(
+        self, on_wake: Callable[[str], None], on_missed: Callable[[], None]
+    ) -> WakeupListener:
+        """A listener for the sessions that get pending events, on a connection of its own (run
+        its :meth:`~WakeupListener.run` in the worker's task group)."""
+        url = self._access.pool.conninfo
+        assert isinstance(url, str), "open() gives the pool the store's URL"
+        return WakeupListener(url, on_wake, on_missed)
+
     @property
     def closed(self) -> bool:
         return self._access.closed
+
+    # -- disk space: the server's concern. PostgreSQL refuses a write on a full disk (a
+    # StoreError, nothing saved); nothing is held in memory, so the store is never "short" and
+    # its watcher is never called. --
+
+    @property
+    def held_writes(self) -> int:
+        """Always 0: no write is held in memory for a full disk."""
+        return 0
+
+    @property
+    def space_short(self) -> bool:
+        """Always False: the database server, not this store, handles its disk filling."""
+        return False
+
+    def watch_space(self, listener: Callable[[bool], None]) -> None:
+        """Accepted for the runtime's sake and never called (see :attr:`space_short`)."""
 
     async def flush(self) -> None:
         """Wait until every write queued so far (including `*_nowait` ones) is committed."""
@@ -141,3 +241,31 @@ class PostgresStore:
             # The writer has finished its queue and ended: the group has nothing to cancel, and
             # an error of the body is the caller's to see (so it is not handed to the group).
             await self._task_group.__aexit__(None, None, None)
+
+
+@dataclass(frozen=True)
+class FencedStore:
+    """The session-scoped repositories of one session, fenced by the lease its worker holds
+    (:meth:`PostgresStore.fenced`). The worker hands this, not the store, to the session it
+    runs, so no write of that session can skip the lease check; when the lease is lost, the
+    session is dropped with it and a new lease gets a new view.
+
+    Each repository's docs say which of its writes are the session's (checked against the
+    lease) and which record facts that any worker's channel may bring in (a read receipt, a
+    person's answer) and so pass through unchecked."""
+
+    lease: Lease
+    events: PostgresEvents
+    trajectories: PostgresTrajectories
+    task_records: PostgresTasks
+    timer_records: PostgresTimers
+    messages: PostgresMessages
+    subagents: PostgresSubagents
+    human_requests: PostgresHumanRequests
+
+
+async def _end_abandoned_transactions(conn: Connection) -> None:
+    """Have the server end a transaction of this connection that waits on its client for too
+    long (a worker frozen inside a write), so the lease row it locked is free again."""
+    timeout_ms = round(IDLE_IN_TRANSACTION_TIMEOUT_S * 1000)
+    await conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")

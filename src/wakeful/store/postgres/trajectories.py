@@ -8,6 +8,8 @@ from functools import partial
 
 from ...messages import Message, message_from_json, message_to_json
 from .access import Connection, PostgresAccess, decode_row
+from .events import check_fenced_session
+from .leases import Lease
 
 __all__ = ["PostgresTrajectories", "ending_needs_work"]
 
@@ -27,12 +29,16 @@ def ending_needs_work(message: Message) -> bool:
 
 
 class PostgresTrajectories:
-    """The :class:`~wakeful.core.repositories.TrajectoryRepository` of a PostgreSQL store."""
+    """The :class:`~wakeful.core.repositories.TrajectoryRepository` of a PostgreSQL store (or of
+    a view of it fenced by `fence`: appends to the lease's session only, each checked against the
+    lease)."""
 
-    def __init__(self, access: PostgresAccess) -> None:
+    def __init__(self, access: PostgresAccess, fence: Lease | None = None) -> None:
         self._access = access
+        self._fence = fence
 
     async def append(self, session: str, messages: Sequence[Message]) -> None:
+        check_fenced_session(self._fence, [session], "the trajectory")
         rows = [(session, ending_needs_work(m), message_to_json(m)) for m in messages]
 
         async def apply(conn: Connection) -> None:
@@ -41,7 +47,9 @@ class PostgresTrajectories:
                     "INSERT INTO trajectory (session, needs_work, data) VALUES (%s, %s, %s)", rows
                 )
 
-        await self._access.write(apply, f"{len(rows)} trajectory message(s) of session {session!r}")
+        await self._access.write(
+            apply, f"{len(rows)} trajectory message(s) of session {session!r}", fence=self._fence
+        )
 
     async def load(self, session: str) -> list[Message]:
         rows = await self._access.read(

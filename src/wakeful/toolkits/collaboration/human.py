@@ -8,10 +8,12 @@ ID why`, `/answer ID …`, `/decline ID`, the web console, or code. The question
 request's priority as its urgency, and the delivery policy decides from it how the person is
 reached (urgent: every channel in turn until read; normal: one channel).
 
-By default the call does not block the agent: it returns the request id at once, and a
-background task of the call waits for the answer, whose result arrives as a separate event
-(`tool.result` of that task). `wait=true` waits inline, as any call does, so an interrupt can
-still send it to the background (rule 3). No answer within the timeout applies the default and
+By default the call does not block the agent: it returns the request id at once, and the
+queue itself follows the request: its outcome arrives as a `human.answer` event of the session
+(the request is stored, so it survives a restart, and its outcome is handed over once). That
+needs the queue to be served (the runtime does; see `Approvals.serve`). `wait=true` waits
+inline, as any call does, so an interrupt can still send it to the background (rule 3); a
+restart ends such a request with its call. No answer within the timeout applies the default and
 the result says so; an answer after that is recorded on the request, not applied, and the
 person is told.
 """
@@ -24,14 +26,9 @@ from pydantic import Field
 
 from ...errors import ToolError
 from ...mcp.elicitation import ElicitationForm, UnsupportedForm
-from ...safety.approvals import (
-    ApprovalRequest,
-    Approvals,
-    HumanDecision,
-    InputRequest,
-    InvalidAnswer,
-    duration_words,
-)
+from ...safety.approvals import Approvals
+from ...safety.decisions import HumanDecision, duration_words
+from ...safety.human_requests import ApprovalRequest, InputRequest, InvalidAnswer
 from ...services import Services, settings_of
 from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from .settings import CollaborationSettings
@@ -80,7 +77,7 @@ Wait = Annotated[
     bool,
     Field(
         description="false (the default): return the request id at once, the answer arrives "
-        "as a separate event; true: wait for the answer in this call, e.g. false."
+        "as a human.answer event; true: wait for the answer in this call, e.g. false."
     ),
 ]
 
@@ -139,10 +136,10 @@ async def request_human_approval(
     """Ask a person (an approver) to decide before a step you should not take alone.
 
     Use it before an irreversible, expensive or ambiguous step, or one outside your authority.
-    The person is reached by priority. Returns {"request_id", "task_id", "status": "waiting"}
-    at once, and the decision ("The approver answered request [id] …: deny.", with `choice`)
-    arrives later as a separate event: do other work meanwhile, and do not take the step until
-    it arrives. No answer within timeout_seconds applies `default`, and the result says so.
+    The person is reached by priority. Returns {"request_id", "status": "waiting"} at once,
+    and the decision ("The approver answered request [id] …: deny.", with `choice`) arrives
+    later as a human.answer event: do other work meanwhile, and do not take the step until it
+    arrives. No answer within timeout_seconds applies `default`, and the result says so.
     It cannot reach anyone but the configured approver, and does not ask for data (use
     request_human_input).
     Cost: instant (or, with wait=true, as long as the person takes); about 200 characters.
@@ -150,7 +147,7 @@ async def request_human_approval(
     _check_timeout(ctx, timeout_seconds)
     chosen = _options(options)
     fallback = _default_option(chosen, default)
-    approvals = approvals_of(ctx.services)
+    approvals = _queue_for(ctx, wait=wait)
     opened: ApprovalRequest | InputRequest
     if len(chosen) == 2 and chosen[0].lower() in _YES_WORDS and chosen[1].lower() in _NO_WORDS:
         opened = await approvals.open_approval(
@@ -160,26 +157,30 @@ async def request_human_approval(
             default=fallback,
             priority=priority,
             timeout_seconds=timeout_seconds,
+            tool=ctx.tool_name,
+            call_id=ctx.call_id,
+            answered_in="call" if wait else "event",
         )
     else:
-        form = ElicitationForm.from_schema(
-            {
-                "type": "object",
-                "properties": {CHOICE_FIELD: {"type": "string", "enum": chosen}},
-                "required": [CHOICE_FIELD],
-            }
-        )
+        schema = {
+            "type": "object",
+            "properties": {CHOICE_FIELD: {"type": "string", "enum": chosen}},
+            "required": [CHOICE_FIELD],
+        }
         opened = await approvals.open_input(
             ctx.session,
             question,
-            form,
+            ElicitationForm.from_schema(schema),
             default={CHOICE_FIELD: fallback},
             priority=priority,
             timeout_seconds=timeout_seconds,
             choice_field=CHOICE_FIELD,
             tool=ctx.tool_name,
+            schema=schema,
+            call_id=ctx.call_id,
+            answered_in="call" if wait else "event",
         )
-    return await _answer_or_task(ctx, approvals, opened, fallback, wait=wait)
+    return await _answer_or_follow(approvals, opened, fallback, wait=wait)
 
 
 @tool(
@@ -226,8 +227,8 @@ async def request_human_input(
 
     Use it when a value the task needs (a date, an amount, a name) can only come from a person.
     Their answer is checked against the schema before you get it. Returns {"request_id",
-    "task_id", "status": "waiting"} at once, and the values ("… answered request [id] …:
-    date=2026-12-24.", with `values`) arrive later as a separate event; no answer within
+    "status": "waiting"} at once, and the values ("… answered request [id] …:
+    date=2026-12-24.", with `values`) arrive later as a human.answer event; no answer within
     timeout_seconds applies `default` (or decides nothing), and the result says so. It cannot
     take nested schemas, and must not ask for passwords or other secrets; for a yes/no decision
     use request_human_approval.
@@ -256,7 +257,7 @@ async def request_human_input(
                 f"The default does not fit the schema: {exc} Give values the schema accepts, "
                 "or no default."
             ) from exc
-    approvals = approvals_of(ctx.services)
+    approvals = _queue_for(ctx, wait=wait)
     opened = await approvals.open_input(
         ctx.session,
         question,
@@ -265,9 +266,12 @@ async def request_human_input(
         priority=priority,
         timeout_seconds=timeout_seconds,
         tool=ctx.tool_name,
+        schema=schema_,
+        call_id=ctx.call_id,
+        answered_in="call" if wait else "event",
     )
     words = opened.default_words() or "nothing is decided"
-    return await _answer_or_task(ctx, approvals, opened, words, wait=wait)
+    return await _answer_or_follow(approvals, opened, words, wait=wait)
 
 
 def _check_timeout(ctx: ToolContext, timeout_seconds: float) -> None:
@@ -310,41 +314,36 @@ def _default_option(options: list[str], default: str | None) -> str:
     )
 
 
-async def _answer_or_task(
-    ctx: ToolContext,
+def _queue_for(ctx: ToolContext, *, wait: bool) -> Approvals:
+    """The queue to ask in; without waiting, one that hands outcomes over as events."""
+    approvals = approvals_of(ctx.services)
+    if not wait and not approvals.answers_as_events:
+        raise ToolError(
+            "Nothing here can hand the answer over later as an event (the queue of requests to "
+            "a person is not served: a runtime serves it). Ask again with wait=true to wait "
+            "for the answer in this call."
+        )
+    return approvals
+
+
+async def _answer_or_follow(
     approvals: Approvals,
     opened: ApprovalRequest | InputRequest,
     fallback: str,
     *,
     wait: bool,
 ) -> ToolResult:
-    """Wait for the decision (`wait`), or hand the wait to a background task of the call and
-    say so."""
+    """Wait for the decision (`wait`), or say that it arrives as a `human.answer` event (the
+    queue follows the request)."""
     if wait:
         return decision_result(await approvals.decision(opened))
-
-    async def wait_for_answer(_: object) -> ToolResult:
-        return decision_result(await approvals.decision(opened))
-
-    handle = ctx.services.tasks.start(
-        session=ctx.session,
-        tool=ctx.tool_name,
-        call_id=ctx.call_id,
-        description=f"waiting for the answer to [{opened.id}]",
-        run=wait_for_answer,
-        background=True,
-        # It is expected to wait this long: the system channel must not report it as a runaway.
-        deadline_seconds=(opened.timeout_seconds or approvals.timeout_seconds) + 60,
-    )
     note = (
         f"The approver was asked (priority {opened.priority}). Their answer, or after "
         f"{duration_words(opened.timeout_seconds or 0)} the default ({fallback}), will arrive as a "
-        f"separate event for task {handle.id}. Go on with other work meanwhile; do not take "
-        "the step until the answer arrives."
+        f"human.answer event for request [{opened.id}]. Go on with other work meanwhile; do not "
+        "take the step until the answer arrives."
     )
-    return ToolResult.of(
-        {"request_id": opened.id, "task_id": handle.id, "status": "waiting", "note": note}
-    )
+    return ToolResult.of({"request_id": opened.id, "status": "waiting", "note": note})
 
 
 def decision_result(decision: HumanDecision) -> ToolResult:

@@ -163,7 +163,7 @@ async def send_email_notification(
             "No sender address is configured, so no email can be sent. Set from_address in "
             "[tools.email] (or [tools.collaboration.email]) of wakeful.toml."
         )
-    password = _password(server)
+    password = server.smtp_password("send_email_notification")
     message = EmailMessage(policy=SMTP_POLICY)
     message["From"] = server.from_address
     message["To"] = address
@@ -265,18 +265,6 @@ def _check_text(text: str) -> None:
 def _slack_escaped(text: str) -> str:
     """Text as Slack shows it literally: its three control characters escaped."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _password(server: EmailSettings) -> str | None:
-    if server.password_env is None:
-        return None
-    password = os.environ.get(server.password_env)
-    if password is None:
-        raise ToolError(
-            f"The SMTP password is read from the environment variable {server.password_env}, "
-            "which is not set. Set it where the runtime runs, then call again."
-        )
-    return password
 
 
 def _smtp_send(message: EmailMessage, server: EmailSettings, password: str | None) -> None:

@@ -54,7 +54,9 @@ from ...mcp.bridge import (
     wait_reporting_progress,
 )
 from ...messages import ToolCall
-from ...safety.approvals import ApprovalRequest, Approvals, duration_words
+from ...safety.approvals import Approvals
+from ...safety.decisions import duration_words
+from ...safety.human_requests import ApprovalRequest
 from ...services import Services
 from ...subagents.manager import Subagents
 from ...subagents.tools import PARENT_TOOLS
@@ -294,8 +296,11 @@ def collaboration_server(
                         "Over MCP the call always waits for the answer: leave out `wait`."
                     )
                 )
-            opened = await wait_reporting_progress(ctx, start({**arguments, "wait": False}))
-            return await _ask_person(ctx, approvals, connection, params.name, arguments, opened)
+            # The call waits for the decision in the queue; the person is asked meanwhile.
+            waiting = start({**arguments, "wait": True})
+            return await _ask_person(
+                ctx, approvals, connection, params.name, arguments, call_id, waiting
+            )
         if params.name == "spawn_subagent" and arguments.get("mode") in ("async", "stream"):
             assert subagents is not None  # listed only with agents
             return await _spawn_in_background(
@@ -395,17 +400,14 @@ async def _ask_person(
     connection: _Connection,
     tool_name: str,
     arguments: dict[str, Any],
-    opened: ToolResult,
+    call_id: str,
+    waiting: TaskHandle,
 ) -> types.CallToolResult | types.InputRequiredResult:
-    """Wait for the decision on a request the tool opened, asking the client's user too when
-    it can be asked (elicitation)."""
-    if opened.is_error or not isinstance(opened.structured, dict):
-        return call_tool_result(opened)
-    request_id = str(opened.structured["request_id"])
-    services = ctx.lifespan_context
-    waiting = services.tasks.get(str(opened.structured["task_id"]))
-    if waiting is None:  # the task ended and was released already; unlikely
-        return call_tool_result(opened)
+    """Wait for the decision on the request the call opens (the call, `waiting`, waits for it
+    in the queue), asking the client's user too when it can be asked (elicitation)."""
+    request_id = await _opened_by(approvals, call_id, waiting)
+    if request_id is None:  # refused before anyone was asked (bad input)
+        return call_tool_result(await wait_reporting_progress(ctx, waiting))
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.elicitation is None:
         return call_tool_result(await wait_reporting_progress(ctx, waiting))
@@ -457,6 +459,18 @@ async def _answered_in_client(
     if isinstance(answer, types.ElicitResult):
         apply_client_answer(approvals, asked.request_id, answer)
     return call_tool_result(await wait_reporting_progress(ctx, asked.waiting))
+
+
+async def _opened_by(approvals: Approvals, call_id: str, waiting: TaskHandle) -> str | None:
+    """The id of the request the call opens, once it is open; None when the call ended
+    without opening one."""
+    while True:
+        for request in (*approvals.pending(), *approvals.pending_inputs()):
+            if request.call_id == call_id:
+                return request.id
+        if waiting.done:
+            return None
+        await anyio.sleep(0.01)
 
 
 def _question_for_client(

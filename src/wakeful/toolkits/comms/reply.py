@@ -30,8 +30,8 @@ from .attachments import workspace_attachments
 
 if TYPE_CHECKING:
     from ...agent.trajectory import Trajectory
+    from ...core.runtime_store import RuntimeStore
     from ...store.reader import IdempotencyEntry
-    from ...store.sqlite import Store
 
 REPLY_TOOL: Final = "reply_to_user"
 SENT: Final = "sent"
@@ -171,7 +171,7 @@ def entry_result(entry: IdempotencyEntry) -> str:
     return entry.result or SENT
 
 
-async def recovered_replies(store: Store, trajectory: Trajectory) -> list[ToolMessage]:
+async def recovered_replies(store: RuntimeStore, trajectory: Trajectory) -> list[ToolMessage]:
     """Results for the `reply_to_user` calls a crash left unanswered at the end of
     `trajectory` whose delivery the store knows about: "sent" when the message went out and
     only its result was lost; a "lost" result saying it may have reached the user when the

@@ -33,7 +33,7 @@ from ...tools.spec import Tool, ToolAnnotations, ToolContext, ToolResult, tool
 from ...tools.tasks import TaskHandle, TaskRecord, TaskState
 
 if TYPE_CHECKING:
-    from ...store.sqlite import Store
+    from ...core.runtime_store import RuntimeStore
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ async def start_over_mcp(
     }
 
 
-async def _save_end(store: Store | None, record: TaskRecord) -> None:
+async def _save_end(store: RuntimeStore | None, record: TaskRecord) -> None:
     """Save how a run ended; a store failure is logged, the run's result is kept in memory."""
     if store is None:
         return

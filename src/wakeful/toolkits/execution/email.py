@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-import os
 import re
 import smtplib
 import ssl
@@ -228,7 +227,7 @@ async def send_email(
         return precheck_result(ctx.tool_name, confirmation, preview)
 
     await confirmations.redeem(confirmation_token, ctx.tool_name, arguments)
-    password = _password(settings)
+    password = settings.smtp_password("send_email")
     # The attachments go as the bytes _draft read and hashed (and compared with the confirmed
     # hashes above), so a file changed since cannot slip into the message.
     message = await anyio.to_thread.run_sync(_message, draft, settings)
@@ -242,19 +241,6 @@ async def send_email(
         return _sent(message, draft, refused)
     await confirmations.mark_failed(confirmation_token, error)
     return ToolResult.error(error)
-
-
-def _password(settings: EmailSettings) -> str | None:
-    if settings.password_env is None:
-        return None
-    password = os.environ.get(settings.password_env)
-    if password is None:
-        raise ToolError(
-            f"The SMTP password is read from the environment variable {settings.password_env!r}, "
-            "which is not set. Set it where the server runs (or change password_env in the "
-            "email settings), then call send_email again."
-        )
-    return password
 
 
 async def _draft(
@@ -295,7 +281,7 @@ async def _draft(
             f"The subject {subject!r} contains a line break; a subject is one line. Remove "
             "the line break (put longer text in the body)."
         )
-    _password(settings)  # a missing password is found before the preview, not after it
+    settings.smtp_password("send_email")  # a missing password is found before the preview
     files = [await _attachment(ctx, settings, path) for path in attachments]
     total = sum(a.size for a in files)
     if total > settings.max_total_attachment_bytes:

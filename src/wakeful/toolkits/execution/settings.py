@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...env_secrets import secret_for_tool
+
 __all__ = [
     "CalendarWriteSettings",
     "DiagnosticsSettings",
@@ -98,6 +100,18 @@ class EmailSettings(BaseModel):
 
     confirmation_ttl_seconds: float = Field(default=600.0, gt=0, le=86_400)
     """How long a precheck's confirmation token stays valid."""
+
+    def smtp_password(self, tool: str) -> str | None:
+        """The SMTP password from the variable `password_env` names (None: no login); inside
+        the call of `tool`, a ToolError naming the variable when it is unset."""
+        if self.password_env is None:
+            return None
+        return secret_for_tool(
+            self.password_env,
+            what="The SMTP password",
+            setting="password_env in the email settings",
+            tool=tool,
+        )
 
 
 class GitHubSettings(BaseModel):

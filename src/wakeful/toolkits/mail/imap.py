@@ -10,7 +10,6 @@ to do; the edge's errors never leave this module.
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from ... import imap
+from ...env_secrets import secret_for_tool
 from ...errors import ToolError
 from ...imap import ImapResponse, ImapSession, TlsMode, refusal_text
 from .mailbox_names import canonical_mailbox, decode_mailbox, quoted, quoted_mailbox
@@ -419,13 +419,12 @@ def _password(settings: MailSettings, tool_name: str) -> str:
             f"{tool_name} has no IMAP password: password_env is not set in the [tools.mail] "
             "settings. Set it to the NAME of an environment variable that holds the password."
         )
-    password = os.environ.get(settings.password_env)
-    if password is None:
-        raise ToolError(
-            f"The IMAP password is read from the environment variable "
-            f"{settings.password_env!r}, which is not set. Set it where wakeful runs (or change "
-            f"password_env in [tools.mail]), then call {tool_name} again."
-        )
+    password = secret_for_tool(
+        settings.password_env,
+        what="The IMAP password",
+        setting="password_env in [tools.mail]",
+        tool=tool_name,
+    )
     if any(c in password for c in "\r\n\0"):
         raise ToolError(
             f"The IMAP password in the environment variable {settings.password_env!r} contains "
