@@ -127,3 +127,64 @@ def test_bad_agent_definitions_name_the_file_and_the_field(tmp_path: Path) -> No
     )
     with pytest.raises(ConfigError, match="Two agents are named 'twin'"):
         load_config(config).agent_definitions()
+
+
+HUMAN_CONFIG = """[model]
+provider = "openai"
+name = "test"
+base_url = "{url}"
+max_retries = 0
+timeout_seconds = 5
+
+[tools.collaboration]
+max_timeout_seconds = 60
+"""
+
+
+def ask_then_relay(body: dict[str, Any]) -> Reply:
+    """The agent asks an approver without waiting, says so, and acts on the answer when it
+    arrives as a separate event."""
+    last = body["messages"][-1]
+    content = last.get("content") or ""
+    if last["role"] == "user" and "HUMAN_ANSWER" in content:
+        return tool_call_reply("reply_to_user", text="Approver's decision: " + content)
+    if last["role"] == "user":
+        return tool_call_reply(
+            "request_human_approval",
+            question="Send the invoice of 4,200 EUR to ACME now?",
+            timeout_seconds=1,
+            priority="normal",
+        )
+    if last["role"] == "tool" and '"status": "waiting"' in content:
+        return tool_call_reply("reply_to_user", text="I asked the approver; waiting.")
+    return text_reply("")
+
+
+@pytest.mark.anyio
+async def test_run_asks_a_person_and_the_default_arrives_as_an_event(tmp_path: Path) -> None:
+    async with serve_wire(WireServer()) as server:
+        server.choose = ask_then_relay
+        config = tmp_path / "wakeful.toml"
+        config.write_text(HUMAN_CONFIG.format(url=f"{server.url}/v1"), encoding="utf-8")
+        command = [sys.executable, "-m", "wakeful", "run", "--config", str(config)]
+        with anyio.fail_after(60):
+            finished = await anyio.run_process(
+                command, input=b"send the ACME invoice\n", cwd=tmp_path, env=env(), check=False
+            )
+        requests = server.requests
+
+    stdout, stderr = finished.stdout.decode(), finished.stderr.decode()
+    assert finished.returncode == 0, stderr
+    # The question reached the person (the console), the agent went on, and nobody answering
+    # within the second applied the conservative default, which reached the agent as an event.
+    assert "Send the invoice of 4,200 EUR to ACME now?" in stdout
+    assert "I asked the approver; waiting." in stdout
+    decision = stdout[stdout.index("Approver's decision:") :]
+    assert "no answer" in decision.lower() and "deny" in decision.lower()
+    assert any(
+        "request_human_approval" in {t["function"]["name"] for t in r.body.get("tools", [])}
+        for r in requests
+    )
+    with Store.read_only(tmp_path / ".wakeful" / "wakeful.db") as reader:
+        rows = reader.rows("SELECT status, delivered FROM human_requests")
+    assert [tuple(r) for r in rows] == [("timed_out", 1)]

@@ -144,6 +144,9 @@ class AgentSession:
         self._wait_for_event = False
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
+        # Set when its writes were refused because another lease owns the session (a store
+        # shared by workers): the loop has ended, and the runtime drops this copy.
+        self.moved = False
         self.side_questions = SideQuestions(
             session_id,
             model=parallel_model or model,
@@ -226,10 +229,14 @@ class AgentSession:
                 self._tg = None
                 fault = single_exception(exc)
                 if isinstance(fault, SessionMoved):
-                    # Another worker owns the session now: this copy stops for good, writing
-                    # and telling nothing (its owner continues from the store).
+                    # Its lease is gone (another worker, or this one under a newer lease, owns
+                    # the session now): this copy stops for good, writing and telling nothing.
+                    # The events it held stay pending in the store for the owner.
                     log.warning("session %s: %s", self.id, fault)
+                    self.moved = True
+                    self.pending.clear()
                     self.phase = "idle"
+                    self._started.set()  # whoever waits for it to start goes on
                     self.settled.notify()
                     return
                 await self._contain_fault(fault)

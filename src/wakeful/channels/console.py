@@ -79,6 +79,11 @@ class ConsoleRuntime(Protocol):
     async def wait_idle(self) -> None: ...
 
 
+# How often the console, at the end of piped input, looks whether the requests to people are
+# all answered.
+AWAIT_ANSWERS_POLL_SECONDS = 0.1
+
+
 class ConsoleObserver:
     """Shows the agent's tool calls and results as they are recorded, and the text it wrote
     without sending it.
@@ -203,8 +208,14 @@ class ConsoleChannel:
                 break
             if not await self.handle_line(line.rstrip("\r\n")):
                 return
-        # End of input (a pipe): let the agent finish what it was asked.
+        # End of input (a pipe): let the agent finish what it was asked, including acting on the
+        # answers to the requests it sent people without waiting (each arrives by its deadline
+        # at the latest, as the default), as it finishes its background tasks.
         await self.runtime.wait_idle()
+        approvals = self.runtime.approvals
+        while approvals is not None and approvals.awaiting():
+            await anyio.sleep(AWAIT_ANSWERS_POLL_SECONDS)
+            await self.runtime.wait_idle()
 
     async def handle_line(self, text: str) -> bool:
         """Act on one typed line; False once the user asked to leave."""

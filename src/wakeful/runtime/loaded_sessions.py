@@ -43,6 +43,9 @@ class LoadedSessions:
         # Where session loops run, once the runtime runs; while `held`, none is started.
         self._tg: TaskGroup | None = None
         self._held = False
+        # Told the id of a session whose copy was dropped because its lease moved (a store
+        # shared by workers), so the pending events it held can be handed to a new copy.
+        self.on_moved: Callable[[str], None] | None = None
 
     def open(self, tg: TaskGroup) -> None:
         """Run session loops in `tg` from now on."""
@@ -115,10 +118,17 @@ class LoadedSessions:
         for session in list(self.by_id.values()):
             await self.start(session)
 
-    @staticmethod
-    async def _run(session: AgentSession, scope: anyio.CancelScope) -> None:
+    async def _run(self, session: AgentSession, scope: anyio.CancelScope) -> None:
         with scope:  # cancelled when the session is unloaded
             await session.run()
+        if session.moved and self.by_id.get(session.id) is session:
+            # Its lease went to another owner: forget this copy, so that an event for the
+            # session loads it again (here, when this worker owns it under a new lease).
+            del self.by_id[session.id]
+            self._active.discard(session.id)
+            self._loops.pop(session.id, None)
+            if self.on_moved is not None:
+                self.on_moved(session.id)
 
     def may_unload(self, session: AgentSession) -> bool:
         """Idle with nothing of its own in flight that this knows of: no event waiting, held

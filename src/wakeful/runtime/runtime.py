@@ -416,6 +416,7 @@ class Runtime:
                 has_tasks=self.services.tasks.has_unsettled,
                 settled=self.services.tasks.settled.notify,
             )
+            self._sessions.on_moved = self.cluster.moved
             return
         with self._sessions.held():
             await recover(self.store, load=self._sessions.loaded, submit=self.submit)

@@ -310,8 +310,11 @@ class SessionOwnership:
         lease = await self._running().acquire(session)
         if lease is None:
             return Route.ELSEWHERE
-        if session in self._views:  # taken meanwhile by a claim pass of this worker
-            return Route.HERE
+        held = self._views.get(session)
+        if held is not None and held.lease.epoch == lease.epoch:
+            return Route.HERE  # taken meanwhile by a claim pass of this worker, this lease
+        # A lease newer than the one a claim pass of this worker took meanwhile (the writes
+        # under that one are refused now): the session is taken over again under this one.
         self._handler.claimed(session, self._own(lease))
         return Route.TAKEN
 
@@ -504,6 +507,16 @@ class SessionCluster:
         self._handed.pop(session, None)
         if self._forget is not None:
             self._forget(session)
+
+    def moved(self, session: str) -> None:
+        """A copy of `session` stopped because its writes were refused under an older lease:
+        when this worker owns the session (under a newer lease), a new copy is handed the
+        events the old one held."""
+        view = self.ownership.view(session) if self.ownership is not None else None
+        if view is None:
+            return
+        self._handed[session] = set()  # the copy they were handed to is gone
+        self._spawn(self._catch_up, session, view)
 
     def busy(self, session: str) -> bool:
         if self._has_tasks(session):

@@ -241,6 +241,14 @@ class Approvals:
             for r in self._open.values()
         )
 
+    def awaiting(self) -> bool:
+        """Whether an outcome is still to come to a session: a request the agent did not wait
+        for is open (its answer, or at its deadline the default, will arrive as an event), or an
+        outcome is being handed over."""
+        return bool(self._handing_over) or any(
+            r.answered_in == "event" for r in self._open.values()
+        )
+
     async def _new_id(self) -> str:
         """A short id for people to type, used by no request open, recently ended or stored."""
         for attempt in range(24):
