@@ -25,6 +25,7 @@ from typer.testing import CliRunner, Result
 from models.wire_servers import (
     WireServer,
     serve_wire,
+    subprocess_env,
     text_reply,
     tool_call_reply,
 )
@@ -657,17 +658,6 @@ def test_run_with_nothing_to_say_creates_the_store_and_exits(tmp_path: Path) -> 
 
 
 # --- run, end to end -----------------------------------------------------------------------------
-
-
-def subprocess_env() -> dict[str, str]:
-    """This environment without provider settings or proxies that could redirect the requests."""
-    dropped = {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"}
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in dropped and not key.lower().endswith("_proxy")
-    }
-    return env | {"NO_PROXY": "127.0.0.1,localhost"}
 
 
 @pytest.mark.anyio

@@ -9,6 +9,7 @@ with uvicorn on a free port of 127.0.0.1 inside the caller's event loop.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -162,3 +163,15 @@ def text_reply(text: str) -> Reply:
             DONE,
         ]
     )
+
+
+def subprocess_env() -> dict[str, str]:
+    """For a `wakeful` subprocess talking to a wire server: this environment without provider
+    settings or proxies that could redirect the requests."""
+    dropped = {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in dropped and not key.lower().endswith("_proxy")
+    }
+    return env | {"NO_PROXY": "127.0.0.1,localhost"}

@@ -4,7 +4,6 @@ store settings that cannot work, refused before anything starts with the fix."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner, Result
 
-from models.wire_servers import WireServer, serve_wire, text_reply, tool_call_reply
+from models.wire_servers import WireServer, serve_wire, subprocess_env, text_reply, tool_call_reply
 from wakeful.cli.app import app
 from wakeful.messages import ToolMessage
 
@@ -36,17 +35,6 @@ def write_config(tmp_path: Path, base_url: str, store: str = "") -> Path:
         encoding="utf-8",
     )
     return config
-
-
-def subprocess_env() -> dict[str, str]:
-    """This environment without provider settings or proxies that could redirect requests."""
-    dropped = {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"}
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in dropped and not key.lower().endswith("_proxy")
-    }
-    return env | {"NO_PROXY": "127.0.0.1,localhost"}
 
 
 @pytest.mark.anyio
