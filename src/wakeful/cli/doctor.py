@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from ..errors import StoreError, UserError
 from .console import fail, out
-from .store import DbAliasOption, store_location
+from .store import DbAliasOption, given_store
 
 if TYPE_CHECKING:
     from ..config import WakefulConfig
@@ -80,10 +80,7 @@ def doctor(
     db: DbAliasOption = None,
 ) -> None:
     """Check a store (read-only) and the machine: sandbox, disk space, model endpoint."""
-    given = store_location(store) if store is not None else None
-    if given is not None and db is not None:
-        raise fail("Give the store once, with --store; --db is its former spelling.", code=2)
-    given = given if given is not None else db
+    given = given_store(store, db)
     cfg = _load_config(config)
     if given is None and cfg is None:
         raise fail(
@@ -93,7 +90,7 @@ def doctor(
         )
     location: Path | str
     if given is not None:
-        location = given.expanduser() if isinstance(given, Path) else given
+        location = given
     else:
         assert cfg is not None
         location = cfg.store.url if cfg.store.url is not None else cfg.store.path

@@ -62,18 +62,22 @@ def store_option(store: Path | None, db: Path | None) -> Path | None:
     return store if store is not None else db
 
 
+def given_store(store: str | None, db: Path | None) -> Path | str | None:
+    """The store named on the command line, by `--store` (a path or a PostgreSQL URL) or its
+    former spelling `--db` (not both); None when neither is given."""
+    given = store_location(store) if store is not None else None
+    if given is not None and db is not None:
+        raise fail("Give the store once, with --store; --db is its former spelling.", code=2)
+    given = given if given is not None else db
+    return given.expanduser() if isinstance(given, Path) else given
+
+
 def store_location_of(config: Path | None, store: str | None, db: Path | None = None) -> Path | str:
     """The store an inspection command reads: --store (or --db), or the store of the
     configuration; a path, or the URL of a PostgreSQL database."""
     from ..config import load_config
 
-    given = store_location(store) if store is not None else None
-    if given is not None and db is not None:
-        raise fail(
-            "Give the store once, with --store; --db is its former spelling.",
-            code=2,
-        )
-    given = given if given is not None else db
+    given = given_store(store, db)
     if config is not None and given is not None:
         raise fail(
             f"Give either --config ({config}) or --store, not both: --store names the store "
@@ -81,7 +85,7 @@ def store_location_of(config: Path | None, store: str | None, db: Path | None = 
             code=2,
         )
     if given is not None:
-        return given.expanduser() if isinstance(given, Path) else given
+        return given
     if config is not None and not config.exists():
         raise fail(
             f"There is no configuration file at {config}. Pass the file `wakeful run` used, or "
