@@ -124,9 +124,7 @@ class LoadedSessions:
         if session.moved and self.by_id.get(session.id) is session:
             # Its lease went to another owner: forget this copy, so that an event for the
             # session loads it again (here, when this worker owns it under a new lease).
-            del self.by_id[session.id]
-            self._active.discard(session.id)
-            self._loops.pop(session.id, None)
+            self._forget(session.id)
             if self.on_moved is not None:
                 self.on_moved(session.id)
 
@@ -138,10 +136,17 @@ class LoadedSessions:
         return session.id in self._loops
 
     def unload(self, session_id: str) -> None:
-        """Stop the session's loop and forget it; its next event loads it again."""
+        """Stop the session's loop (if it runs) and forget it; its next event loads it
+        again."""
+        loop = self._forget(session_id)
+        if loop is not None:
+            loop.cancel()
+
+    def _forget(self, session_id: str) -> anyio.CancelScope | None:
+        """Drop the session from memory; return its loop's cancel scope, if it runs."""
         del self.by_id[session_id]
         self._active.discard(session_id)
-        self._loops.pop(session_id).cancel()
+        return self._loops.pop(session_id, None)
 
     def all_idle(self) -> bool:
         """No session is working or holding pending events.

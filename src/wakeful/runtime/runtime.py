@@ -21,7 +21,6 @@ alerts for whoever runs it (`.operator_alerts`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -286,10 +285,7 @@ class Runtime:
     def _forget(self, session_id: str) -> None:
         """Drop a session this worker no longer owns (see `.worker`), writing nothing."""
         if session_id in self.sessions:
-            # A session loaded but not started yet has no loop to cancel: it is forgotten all
-            # the same (unload removes it first).
-            with contextlib.suppress(KeyError):
-                self._sessions.unload(session_id)
+            self._sessions.unload(session_id)
             self.catalog.forget_session(session_id)
         # Its new owner reports them lost to the session: they must not run on here.
         for task in self.services.tasks.running(session_id):
