@@ -274,7 +274,7 @@ class Outbox:
             if instead is None:
                 break
             tried.append(instead)
-            await self._record(message.id, instead, "queued")
+            await self.record_delivery(message.id, instead, "queued")
             if not await self._hand(message, instead):
                 failed.append(instead)
         if self.listeners:
@@ -282,23 +282,23 @@ class Outbox:
                 for listener in self.listeners:
                     await listener(entry)
             except Exception as exc:
-                await self._record(
+                await self.record_delivery(
                     message.id, shown_on, "failed", error=f"{type(exc).__name__}: {exc}"
                 )
                 raise
             for name in dict.fromkeys((shown_on, "console")):
                 if name in tried and self._hook(name) is None:
                     # The listeners (the consoles) showed it: delivered there.
-                    await self._record(message.id, name, "sent")
+                    await self.record_delivery(message.id, name, "sent")
         return await self.messages.get(message.id) or message
 
     async def deliver(self, message: OutboundMessage, channel: str) -> bool:
         """Hand a stored message to one more channel now (an escalation, the end of quiet
         hours); False when that channel failed (recorded)."""
-        await self._record(message.id, channel, "queued")
+        await self.record_delivery(message.id, channel, "queued")
         if channel == "console" and self._hook(channel) is None:
             # Shown on every console the moment it was sent; now it counts as delivered there.
-            await self._record(message.id, channel, "sent")
+            await self.record_delivery(message.id, channel, "sent")
             return True
         return await self._hand(message, channel)
 
@@ -311,17 +311,17 @@ class Outbox:
         if deliver is None:
             return False
         for message in messages:
-            await self._record(message.id, channel, "queued")
+            await self.record_delivery(message.id, channel, "queued")
         try:
             copy_id = await deliver(digest)
         except Exception as exc:
             for message in messages:
-                await self._record(
+                await self.record_delivery(
                     message.id, channel, "failed", error=f"{type(exc).__name__}: {exc}"
                 )
             return False
         for message in messages:
-            await self._record(message.id, channel, "sent", channel_message_id=copy_id)
+            await self.record_delivery(message.id, channel, "sent", channel_message_id=copy_id)
         return True
 
     def _hook(self, name: str) -> Deliver | None:
@@ -347,9 +347,11 @@ class Outbox:
         try:
             copy_id = await deliver(message)
         except Exception as exc:  # one channel's failure must not stop the others
-            await self._record(message.id, name, "failed", error=f"{type(exc).__name__}: {exc}")
+            await self.record_delivery(
+                message.id, name, "failed", error=f"{type(exc).__name__}: {exc}"
+            )
             return False
-        await self._record(message.id, name, "sent", channel_message_id=copy_id)
+        await self.record_delivery(message.id, name, "sent", channel_message_id=copy_id)
         if copy_id is not None and self._early:
             await self._apply_early(message, name, copy_id)
         return True
@@ -387,7 +389,7 @@ class Outbox:
         if message is None:
             self._keep_early(channel, channel_message_id, "delivered")
             return False
-        await self._record(message.id, channel, "delivered")
+        await self.record_delivery(message.id, channel, "delivered")
         return True
 
     def _keep_early(self, channel: str, copy_id: str, what: str) -> None:
@@ -402,13 +404,13 @@ class Outbox:
             return
         what = early[0]
         if what == "delivered":
-            await self._record(message.id, channel, "delivered")
+            await self.record_delivery(message.id, channel, "delivered")
         elif what == "read through":
             await self.mark_read_through(message.session, message.id, channel=channel)
         else:
             await self.mark_read([message.id], channel=channel)
 
-    async def _record(
+    async def record_delivery(
         self,
         message_id: str,
         channel: str,
@@ -417,7 +419,8 @@ class Outbox:
         channel_message_id: str | None = None,
         error: str | None = None,
     ) -> None:
-        """Record a delivery's state, and tell the `delivery_listeners`."""
+        """Record a delivery's state, and tell the `delivery_listeners` (an open console page
+        shows where each message went)."""
         await self.messages.record_delivery(
             message_id, channel, state, channel_message_id=channel_message_id, error=error
         )

@@ -149,6 +149,12 @@ async def test_a_read_receipt_on_the_phone_reads_the_message_everywhere(tmp_path
 async def test_a_message_read_on_the_console_shows_read_on_the_phone_copy(tmp_path: Path) -> None:
     clock, phones = FakeClock(START), Phones(tmp_path)
     async with running(tmp_path, clock) as rt:
+        heard: list[dict[str, str]] = []  # what an open console page is told
+
+        async def listener(message: Any) -> None:
+            heard.append(states(message))
+
+        rt.outbox.delivery_listeners.append(listener)
         rt.activity.touch("console")
         sent = await rt.outbox.send("main", "Your train is delayed.", urgency="high")
         assert states(sent) == {"console": "queued", "phone:me": "sent"}
@@ -165,6 +171,8 @@ async def test_a_message_read_on_the_console_shows_read_on_the_phone_copy(tmp_pa
                 if await reflected():
                     break
                 await anyio.sleep(0.01)
+        # The page hears of it too, or its chip would say "sent" until reloaded.
+        assert heard[-1] == {"console": "read", "phone:me": "read"}
 
 
 async def test_a_channel_that_fails_is_recorded_and_the_next_one_tried(tmp_path: Path) -> None:

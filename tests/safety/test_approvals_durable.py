@@ -243,6 +243,34 @@ async def test_a_call_cancelled_at_a_clean_stop_ends_its_request(tmp_path: Path)
         )
 
 
+async def test_a_call_cancelled_while_its_question_is_being_sent_ends_as_its_call_did(
+    tmp_path: Path,
+) -> None:
+    """A stop while a slow channel still carries the question: the person may well have it, so
+    a later answer is told the call ended, not that the question could not be sent."""
+    path = tmp_path / "w.db"
+    async with run(path) as first, anyio.create_task_group() as tg:
+        handed = anyio.Event()
+
+        async def slow_phone(message: Any) -> str | None:
+            handed.set()
+            await anyio.sleep_forever()
+            return None
+
+        first.outbox.deliveries["phone"] = slow_phone
+        first.outbox.route = lambda message, channel: ["phone"]
+        tg.start_soon(first.approvals.ask, "main", "run_shell", "rm -rf build", ("Deletes.",))
+        await handed.wait()
+        (request,) = first.approvals.pending()
+        tg.cancel_scope.cancel()
+    async with run(path) as second:
+        record = await second.store.human_requests.get(request.id)
+        assert record is not None and (record.status, record.delivered) == ("ended", True)
+        assert second.approvals.answer_from_text("main", f"/deny {request.id}")
+        await until(lambda: len(second.said()) == 1)
+        assert "the call it was for ended before an answer came" in second.said()[0]
+
+
 @pytest.fixture
 def token_hex(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The ids the queue draws, in order (the standard library's randomness, scripted)."""

@@ -336,7 +336,7 @@ class Dispatcher:
                 continue
             shown = await reach.show_read(delivery.channel, message, delivery.channel_message_id)
             if shown:
-                await outbox.messages.record_delivery(message.id, delivery.channel, "read")
+                await outbox.record_delivery(message.id, delivery.channel, "read")
 
 
 def digest_message(messages: Sequence[OutboundMessage]) -> OutboundMessage:

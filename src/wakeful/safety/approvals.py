@@ -426,10 +426,12 @@ class Approvals:
             return  # the handler answers yes/no questions in place of the message exchange
         try:
             await self.outbox.send(request.session, request.question(), urgency=request.priority)
-        except BaseException:
+        except BaseException as exc:
+            # Cancelled mid-send, the question may well have gone out: its call ended.
+            why = CALL_ENDED if isinstance(exc, anyio.get_cancelled_exc_class()) else NOT_SENT
             self._open.pop(request.id, None)
-            request.ended = NOT_SENT
-            await self._store_ending(request, "ended", json.dumps({"ended": NOT_SENT}), True)
+            request.ended = why
+            await self._store_ending(request, "ended", json.dumps({"ended": why}), True)
             raise
 
     async def _store_new(self, request: ApprovalRequest | InputRequest) -> None:
