@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -246,17 +247,22 @@ async def test_a_frozen_worker_resumed_after_takeover_writes_nothing(postgres_ur
 RUNTIME_SCRIPT = Path(__file__).with_name("runtime_worker.py")
 
 
-async def test_runtime_workers_killed_mid_work_answer_every_event_once(
+async def test_runtime_workers_killed_ten_times_answer_every_event_and_timer_once(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    """Three runtime processes (`Runtime.cluster`) answer events submitted from this process;
-    one is killed with SIGKILL mid-way and replaced: every event is in exactly one trajectory
-    message of its session, and every trajectory is well-formed."""
-    from wakeful.messages import check_trajectory, message_from_json
+    """The issue's test: three runtime processes (`Runtime.cluster`) on one PostgreSQL answer
+    5,000 events for 200 sessions submitted from this process, while ten times one of them is
+    killed with SIGKILL at a random moment and replaced. Every event is in exactly one trajectory
+    message of its session, every trajectory is well-formed, and every timer that came due fired
+    exactly once, cluster-wide."""
+    from wakeful.core.records import TimerRecord
+    from wakeful.events import TIMER_TRIGGER
+    from wakeful.messages import check_trajectory
 
     rng = random.Random(7)
-    sessions = [f"chat{i:02}" for i in range(30)]
-    events = [user_input(f"m{i}", session=rng.choice(sessions)) for i in range(150)]
+    sessions = [f"chat{i:03}" for i in range(200)]
+    events = [user_input(f"m{i}", session=rng.choice(sessions)) for i in range(5000)]
+    rounds = [events[at : at + 450] for at in range(0, 4500, 450)]  # ten kills
     started: dict[str, subprocess.Popen[str]] = {}
 
     def launch(name: str) -> None:
@@ -267,30 +273,90 @@ async def test_runtime_workers_killed_mid_work_answer_every_event_once(
         assert process.stdout is not None
         assert json.loads(process.stdout.readline() or "{}") == {"ready": name}
 
+    now = datetime.now(UTC)
+    timers = [
+        TimerRecord(
+            id=f"tmr_{i:02}",
+            session=rng.choice(sessions),
+            note=f"timer {i}",
+            kind="once",
+            next_fire=now + timedelta(seconds=3 + 1.5 * i),
+        )
+        for i in range(20)
+    ]
+    kills = 0
     try:
-        for name in ("r1", "r2", "r3"):
-            await anyio.to_thread.run_sync(launch, name)
         async with await PostgresStore.open(postgres_url, pool_size=2) as store:
-            await submit(store, events[:75], batch=5)
-            await anyio.sleep(rng.uniform(0.2, 1.0))
-            victim = rng.choice(["r1", "r2", "r3"])
-            started[victim].kill()
-            await anyio.to_thread.run_sync(launch, "r4")
-            await submit(store, events[75:], batch=5)
-            await wait_all_consumed(store, within_s=60)
+            await store.timer_records.save_many(timers)
+            for name in ("r1", "r2", "r3"):
+                await anyio.to_thread.run_sync(launch, name)
+            alive = ["r1", "r2", "r3"]
+            for number, batch in enumerate(rounds):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(submit, store, batch, 15)
+                    await anyio.sleep(rng.uniform(0.3, 2.0))
+                    victim = rng.choice(alive)
+                    started[victim].kill()
+                    kills += 1
+                    alive.remove(victim)
+                replacement = f"r{4 + number}"
+                await anyio.to_thread.run_sync(launch, replacement)
+                alive.append(replacement)
+            await submit(store, events[4500:], 15)
+            await wait_all_consumed(store, within_s=180)
+            # The sessions a killed worker left mid-turn with no event pending are taken over
+            # once its leases expire, and repaired then.
+            await _well_formed_within(postgres_url, 4 * LEASE_S + 10)
+            for timer in timers:  # the last comes due about 32 s after the start
+                await _fired_within(postgres_url, timer.id, 60)
+            await wait_all_consumed(store, within_s=30)
+            by_session = await _well_formed_within(postgres_url, 4 * LEASE_S + 10)
     finally:
         for process in started.values():
             if process.poll() is None:
                 process.terminate()
             process.communicate(timeout=30)
+    assert kills == 10
+    fired = sql(
+        postgres_url,
+        "SELECT id, data::json->'source'->>'id' FROM events WHERE kind = %s",
+        (TIMER_TRIGGER,),
+    )
+    by_timer: dict[str, list[str]] = {}
+    for event_id, timer_id in fired:
+        by_timer.setdefault(timer_id, []).append(event_id)
+    assert {t: len(ids) for t, ids in by_timer.items()} == {t.id: 1 for t in timers}
     carried: dict[str, list[str]] = {}
-    by_session: dict[str, list[Any]] = {}
-    for session, data in sql(postgres_url, "SELECT session, data FROM trajectory ORDER BY seq"):
-        message = message_from_json(data)
-        by_session.setdefault(session, []).append(message)
-        for event_id in getattr(message, "event_ids", []):
-            carried.setdefault(event_id, []).append(session)
-    for event in events:
-        assert carried.get(event.id) == [event.session], f"{event.id}: {carried.get(event.id)}"
     for session, trajectory in by_session.items():
         assert check_trajectory(trajectory) == [], session
+        for message in trajectory:
+            for event_id in getattr(message, "event_ids", []):
+                carried.setdefault(event_id, []).append(session)
+    for event in events:
+        assert carried.get(event.id) == [event.session], f"{event.id}: {carried.get(event.id)}"
+    for timer in timers:
+        (event_id,) = by_timer[timer.id]
+        assert carried.get(event_id) == [timer.session], f"{timer.id}: {carried.get(event_id)}"
+
+
+async def _well_formed_within(url: str, seconds: float) -> dict[str, list[Any]]:
+    """Every session's trajectory, once all of them are well-formed (waiting up to `seconds`)."""
+    from wakeful.messages import check_trajectory, message_from_json
+
+    deadline = time.monotonic() + seconds
+    while True:
+        by_session: dict[str, list[Any]] = {}
+        for session, data in sql(url, "SELECT session, data FROM trajectory ORDER BY seq"):
+            by_session.setdefault(session, []).append(message_from_json(data))
+        broken = {s: check_trajectory(t) for s, t in by_session.items() if check_trajectory(t)}
+        if not broken or time.monotonic() > deadline:
+            assert not broken, f"still not well-formed after {seconds} s: {broken}"
+            return by_session
+        await anyio.sleep(0.25)
+
+
+async def _fired_within(url: str, timer_id: str, seconds: float) -> None:
+    query = "SELECT 1 FROM events WHERE kind = 'timer.trigger' AND data::json->'source'->>'id' = %s"
+    with anyio.fail_after(seconds):
+        while not sql(url, query, (timer_id,)):  # noqa: ASYNC110 - another process fires it
+            await anyio.sleep(0.25)
