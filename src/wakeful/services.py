@@ -21,6 +21,7 @@ from .core.records import (
     iso_utc,
 )
 from .core.repositories import MessageRepository
+from .core.session_writes import SessionWrites, shared_writes
 from .errors import UserError
 from .events import Event
 from .tools.tasks import TaskManager
@@ -193,6 +194,11 @@ class Outbox:
     delivery_listeners: list[DeliveryListener] = field(default_factory=list)
     # What stamps each message's creation time (the runtime's clock; the wall clock by default).
     clock: Clock | None = None
+    # Where a session's message is added (see wakeful.core.session_writes): as one worker of
+    # several, through the view fenced by the session's lease, so a worker that lost the
+    # session neither stores nor shows it; by default (and with a repository of its own given),
+    # `messages`.
+    session_writes: SessionWrites = shared_writes
 
     def __post_init__(self) -> None:
         self._repository_given = not isinstance(self.messages, MemoryMessages)
@@ -247,7 +253,9 @@ class Outbox:
         message = message._replace(
             deliveries=tuple(MessageDelivery(message.id, name, "queued", now) for name in targets)
         )
-        await self.messages.add(message)
+        # Added first: a message its session may no longer send (SessionMoved) goes nowhere.
+        fenced = None if self._repository_given else self.session_writes(session)
+        await (fenced.messages if fenced is not None else self.messages).add(message)
         entry = {
             "session": session,
             "text": text,

@@ -7,11 +7,10 @@ create, upgrade or change the file.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import anyio
 import typer
@@ -19,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .console import err, fail, out
+from .durations import duration_seconds
 from .store import DbAliasOption, InspectConfigOption, StoreOption, reading_any_store, store_name
 
 __all__ = ["audit_app", "parse_since", "register"]
@@ -29,9 +29,6 @@ audit_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-
-_DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 SinceOption = Annotated[
     str | None,
@@ -51,10 +48,9 @@ def register(app: typer.Typer) -> None:
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """The UTC time `text` names: a duration back from `now` or an ISO time (naive means UTC)."""
-    duration = _DURATION.match(text)
-    if duration:
-        amount, unit = float(duration.group(1)), duration.group(2)
-        return (now or datetime.now(UTC)) - timedelta(seconds=amount * _UNIT_SECONDS[unit])
+    seconds = duration_seconds(text)
+    if seconds is not None:
+        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -20,6 +20,8 @@ import typer
 from ..errors import StoreError, UserError
 from . import mcp_list, mcp_trust
 from .console import err, fail
+from .run import RunStoreOption
+from .store import store_location
 
 if TYPE_CHECKING:
     from ..mcp.bridge import BridgeServer
@@ -109,17 +111,19 @@ def serve_execution(
         ),
     ] = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store",
             help="SQLite file for idempotency keys, confirmation tokens and the audit log "
             "(default: ROOT/.wakeful/execution.db).",
+            show_default=False,
         ),
     ] = None,
 ) -> None:
     """The execution tools: write/edit files, sandboxed shell and Python, spreadsheets, email,
     calendar, webhooks, GitHub — every call behind the safety layers of [safety]."""
     address = parse_http_address(http)
+    store_file = _execution_store_file(store)
     _check_root(root)
     try:
         from ..config import WakefulConfig, build_gate, load_config, protect_in_sandbox
@@ -136,9 +140,9 @@ def serve_execution(
             settings=protect_in_sandbox(
                 [*safety.settings(), *cfg.tools.settings()],
                 root,
-                [p for p in (config_path, store) if p is not None],
+                [p for p in (config_path, store_file) if p is not None],
             ),
-            store_path=store,
+            store_path=store_file,
             gate=build_gate(safety, rules=cfg.agent.system_prompt),
         )
     except UserError as exc:
@@ -159,14 +163,16 @@ def serve_collaboration(
         ),
     ] = Path("wakeful.toml"),
     http: HttpOption = None,
+    store: RunStoreOption = None,
 ) -> None:
     """The collaboration tools: subagents (spawn, wait, message, cancel, list) and requests to
     people (approval, input: through the client's elicitation when it has it, else the
-    runtime's channels), served by a wakeful runtime built from --config."""
+    runtime's channels), served by a wakeful runtime built from --config (and --store, as in
+    `wakeful run`)."""
     from .run import expected_failure, prepare_run
 
     address = parse_http_address(http)
-    prepared = prepare_run(config)
+    prepared = prepare_run(config, store=store)
     _log_to_stderr()
     sock = None
     if address is not None:
@@ -272,6 +278,22 @@ def bind_http(host: str, port: int) -> socket.socket:
 
 def _other_port(port: int) -> int:
     return port + 1 if port < 65535 else port - 1
+
+
+def _execution_store_file(store: str | None) -> Path | None:
+    """The SQLite file `--store` names for the execution server; a PostgreSQL URL is refused
+    (exit 2) rather than taken for a file name: the server keeps its keys in a file of its own."""
+    if store is None:
+        return None
+    location = store_location(store)
+    if isinstance(location, str):
+        raise fail(
+            "wakeful mcp serve execution keeps its idempotency keys, confirmation tokens and "
+            "audit log in a SQLite file of its own and cannot use a PostgreSQL database yet. "
+            "Give a file with --store PATH, or leave --store out (ROOT/.wakeful/execution.db).",
+            code=2,
+        )
+    return location
 
 
 def _check_root(root: Path) -> None:

@@ -1,7 +1,8 @@
 """`wakeful console`: the runtime with the web console only, no terminal chat.
 
 The same runtime as `wakeful run` (see :mod:`.run`, whose pieces it uses): the configured
-model, store, tools and channels. The console listens where `--web-address` or `[web] address`
+model, store (`--store` as in `wakeful run`: a SQLite file or a shared PostgreSQL database),
+tools and channels. The console listens where `--web-address` or `[web] address`
 in wakeful.toml says (127.0.0.1:8787 by default) and prints its URL with the token; it runs
 until Ctrl-C.
 """
@@ -16,6 +17,7 @@ import typer
 from .run import (
     ConfigOption,
     QuietOption,
+    RunStoreOption,
     WebAddressOption,
     prepare_run,
     run_until_done,
@@ -42,10 +44,11 @@ def console(
     ] = None,
     web_address: WebAddressOption = None,
     quiet: QuietOption = False,
+    store: RunStoreOption = None,
 ) -> None:
     """Start the runtime with the web console only; open the URL it prints (it carries the
     token). Tool calls are printed here as they run, unless --quiet."""
-    prepared = prepare_run(config)
+    prepared = prepare_run(config, store=store)
     options = web_console_options(prepared.config, web_address, session)
 
     async def serve(rt: Runtime) -> None:

@@ -4,14 +4,21 @@ A worker is *live* while it renews its heartbeat, *stopped* once it shut down cl
 sessions were released), and *lapsed* when its heartbeat is older than its lease time: it died,
 froze or lost the database, and its sessions are being (or were) taken over by live workers.
 Ages are measured by the database's clock, so they are right whatever the clocks of the
-machines running the workers say. The command only reads.
+machines running the workers say.
+
+Rows of stopped and lapsed workers stay until pruned: the list shows live workers and those
+gone for less than an hour (saying how many older ones it hides; `--all` shows them), and
+`--prune` deletes those gone for longer than `--older-than` (a day by default), except the
+ones a lease, a running task or a running idempotency claim still names. Without `--prune`
+the command only reads.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 from rich.markup import escape
@@ -19,14 +26,28 @@ from rich.table import Table
 
 from ..errors import StoreError, UserError
 from .console import fail, out
+from .durations import parse_duration
 from .store import InspectConfigOption, StoreOption, reading_database, store_location
 
 if TYPE_CHECKING:
-    from ..store.postgres.leases import WorkerInfo
+    from collections.abc import Awaitable, Callable
+
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+    from psycopg_pool import AsyncConnectionPool
+
+    from ..store.postgres.leases import PrunedWorkers, WorkerInfo
+
+    _Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+
+T = TypeVar("T")
 
 __all__ = ["register", "worker_json", "worker_state"]
 
 _SESSIONS_SHOWN = 3
+RECENT_S: Final = 3600.0
+"""How long a stopped or lapsed worker stays in the list without --all."""
+DEFAULT_PRUNE_AGE: Final = "1d"
 
 
 def register(app: typer.Typer) -> None:
@@ -51,6 +72,7 @@ def worker_json(info: WorkerInfo) -> dict[str, Any]:
         "started_at": info.started_at.isoformat(),
         "stopped_at": None if info.stopped_at is None else info.stopped_at.isoformat(),
         "heartbeat_age_s": round(info.heartbeat_age_s, 3),
+        "gone_for_s": None if info.gone_for_s is None else round(info.gone_for_s, 3),
         "sessions": [
             {
                 "session": held.session,
@@ -123,28 +145,106 @@ def workers(
     as_json: Annotated[
         bool, typer.Option("--json", help="One worker per line as JSON, with its sessions.")
     ] = False,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Also list the workers stopped or lapsed more than an hour ago."
+        ),
+    ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Delete the rows of workers stopped or lapsed longer than --older-than ago "
+            "(never a live worker's, nor one a lease, running task or running idempotency "
+            "claim still names), instead of listing.",
+        ),
+    ] = False,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help=f"With --prune: how long gone (30m, 12h, 7d; default {DEFAULT_PRUNE_AGE}).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """The workers sharing a PostgreSQL store: state, heartbeat age, sessions and lease ages."""
+    """The workers sharing a PostgreSQL store: state, heartbeat age, sessions and lease ages;
+    with --prune, delete the rows of long-gone workers."""
+    if older_than is not None and not prune:
+        raise fail("--older-than goes with --prune: add --prune to delete old rows.", code=2)
+    if prune and (sessions or show_all):
+        raise fail("--prune deletes rows and lists none: leave out --sessions and --all.", code=2)
+    age_s = parse_duration(older_than or DEFAULT_PRUNE_AGE, option="--older-than")
     url = _database_url(config, store)
     with reading_database(url) as reader:
-        try:
-            found = _list_workers(url, reader.where)
-        except StoreError as exc:
-            raise fail(str(exc)) from exc
+        where = reader.where
+    if prune:
+        pruned = _on_database(url, where, _pruning(age_s, where))
+        if as_json:
+            document = {"removed": list(pruned.removed), "kept": [asdict(k) for k in pruned.kept]}
+            out.print(json.dumps(document), markup=False, highlight=False)
+        else:
+            _print_pruned(pruned, older_than or DEFAULT_PRUNE_AGE)
+        return
+    from ..store.postgres.leases import list_workers
+
+    found = _on_database(url, where, lambda pool: list_workers(pool, where))
+    shown = found if show_all else [info for info in found if _recent(info)]
     if as_json:
-        for info in found:
+        for info in shown:
             out.print(json.dumps(worker_json(info)), markup=False, highlight=False)
         return
     if not found:
         out.print(
-            f"No worker has run on {escape(reader.where)} yet. Start one with "
+            f"No worker has run on {escape(where)} yet. Start one with "
             "`wakeful run --store postgresql://…`."
         )
         return
-    out.print(_workers_table(found))
+    out.print(_workers_table(shown))
+    hidden = len(found) - len(shown)
+    if hidden:
+        out.print(
+            f"{hidden} worker(s) stopped or lapsed more than an hour ago not shown: --all lists "
+            f"them, --prune deletes those gone for more than {DEFAULT_PRUNE_AGE}."
+        )
     if sessions:
         out.print()
-        out.print(_sessions_table(found))
+        out.print(_sessions_table(shown))
+
+
+def _recent(info: WorkerInfo) -> bool:
+    return info.gone_for_s is None or info.gone_for_s < RECENT_S
+
+
+def _pruning(age_s: float, where: str) -> Callable[[_Pool], Awaitable[PrunedWorkers]]:
+    from ..store.postgres.leases import prune_workers
+
+    def prune(pool: _Pool) -> Awaitable[PrunedWorkers]:
+        return prune_workers(pool, where, older_than_s=age_s)
+
+    return prune
+
+
+def _print_pruned(pruned: PrunedWorkers, age: str) -> None:
+    removed = ", ".join(pruned.removed)
+    out.print(
+        escape(
+            f"Removed {len(pruned.removed)} worker(s) stopped or lapsed more than {age} ago"
+            + (f": {removed}." if removed else ".")
+        )
+    )
+    for kept in pruned.kept:
+        names = [
+            f"{count} {what}"
+            for count, what in (
+                (kept.leases, "unexpired lease(s)"),
+                (kept.running_tasks, "running task(s)"),
+                (kept.running_claims, "running idempotency claim(s)"),
+            )
+            if count
+        ]
+        out.print(escape(f"Kept {kept.id}: still named by {', '.join(names)}."))
 
 
 def _database_url(config: Path | None, store: str | None) -> str:
@@ -186,12 +286,12 @@ def _database_url(config: Path | None, store: str | None) -> str:
     return settings.url
 
 
-def _list_workers(url: str, where: str) -> list[WorkerInfo]:
+def _on_database(url: str, where: str, read: Callable[[_Pool], Awaitable[T]]) -> T:
+    """`read(pool)` on a one-connection pool of the database at `url`; a store problem ends
+    the command with its message (exit 1)."""
     import anyio
 
-    from ..store.postgres.leases import list_workers
-
-    async def read() -> list[WorkerInfo]:
+    async def run() -> T:
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
         pool = AsyncConnectionPool(
@@ -206,8 +306,11 @@ def _list_workers(url: str, where: str) -> list[WorkerInfo]:
                 "accepts connections."
             ) from exc
         try:
-            return await list_workers(pool, where)
+            return await read(pool)
         finally:
             await pool.close()
 
-    return anyio.run(read)
+    try:
+        return anyio.run(run)
+    except StoreError as exc:
+        raise fail(str(exc)) from exc

@@ -5,6 +5,11 @@ ready (for `task_group.start`), hands every event to the `emit` it was built wit
 when its source ends or it is cancelled. :meth:`Channel.health` says how it is doing, for
 `wakeful doctor` and the operator. The console, the timers and, next, email, webhooks and IM
 are channels; text that arrives through one is data, tagged by its source, never an instruction.
+
+A kind whose channels *pull* from their source (:attr:`ChannelKind.pulls`: a mailbox polled, a
+bot's updates long-polled, a logged-in IM connection) must run on one worker at a time when
+several workers share a store; the runtime then runs each such channel only while it holds the
+channel's role (:class:`RoleLeases`). Channels that are pushed to (webhooks) run on every worker.
 """
 
 from __future__ import annotations
@@ -34,11 +39,16 @@ __all__ = [
     "Inbox",
     "Reach",
     "ReadReceipts",
+    "RoleHolder",
+    "RoleLease",
+    "RoleLeases",
     "UserReach",
+    "kind_pulls",
     "source_event_id",
 ]
 
-ChannelState = Literal["starting", "running", "degraded", "stopped"]
+# "standby": a channel that pulls, run by another worker of the cluster (see RoleLeases).
+ChannelState = Literal["starting", "running", "degraded", "stopped", "standby"]
 
 # What became of an event handed to an Inbox: stored and handed to its session; already stored
 # (a redelivery, recognised by its id, dropped); or stored but kept from the agent by a filter.
@@ -186,7 +196,14 @@ class ChannelContext:
 class ChannelKind(Protocol):
     """One kind of channel ("email", "webhook", "github", "matrix", …): how its settings are
     validated (from `[[channels.<kind>]]` tables in wakeful.toml, or the arguments of
-    `connect_channel`) and how a channel is built from them."""
+    `connect_channel`) and how a channel is built from them.
+
+    A kind may also have a class attribute ``pulls = True`` when its channels fetch from their
+    source over a connection of their own (IMAP, Telegram's getUpdates, an XMPP login): with
+    several workers sharing a store, such a channel runs on one worker at a time (see
+    :func:`kind_pulls`). It is not a member of this protocol, so kinds written before it keep
+    working: a kind without it is pushed to (webhooks) or local (timers), and runs everywhere.
+    """
 
     @property
     def kind(self) -> str: ...
@@ -196,4 +213,66 @@ class ChannelKind(Protocol):
 
     def build(self, settings: Any, context: ChannelContext) -> Channel:
         """A channel for `settings` (an instance of `settings_model`), not yet running."""
+        ...
+
+
+def kind_pulls(kind: object) -> bool:
+    """Whether channels of `kind` pull from their source (its ``pulls`` attribute, False when
+    it has none): such a channel runs on one worker of a cluster at a time."""
+    return getattr(kind, "pulls", False) is True
+
+
+@dataclass(frozen=True)
+class RoleLease:
+    """A worker's hold on a role ("channel:email:work"): what it renews and releases. `epoch`
+    grows each time the role is taken; `expires_at` (the database's clock) is when another
+    worker may take it unless it is renewed."""
+
+    role: str
+    owner: str
+    epoch: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class RoleHolder:
+    """Who holds a role now, for health reports: the worker and how long its lease has left."""
+
+    owner: str
+    epoch: int
+    expires_in_s: float
+
+
+class RoleLeases(Protocol):
+    """Roles that one worker of a cluster holds at a time, by expiring leases: the runtime runs
+    a pulling channel only while it holds the channel's role (the PostgreSQL store's
+    :class:`wakeful.store.postgres.roles.PostgresRoleLeases`). Without one (SQLite, one process)
+    every channel simply runs."""
+
+    @property
+    def owner(self) -> str:
+        """The worker that takes roles through this object."""
+        ...
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a role stays held unrenewed (renew it every third of this)."""
+        ...
+
+    async def take(self, role: str) -> RoleLease | None:
+        """Take `role` when nobody holds it (or its lease expired): a new epoch; None while
+        another worker holds it."""
+        ...
+
+    async def renew(self, lease: RoleLease) -> RoleLease | None:
+        """Extend `lease` by the lease time; None when it was lost (taken over, released, or
+        expired first): stop acting on the role at once."""
+        ...
+
+    async def release(self, lease: RoleLease) -> bool:
+        """Give the role up, so another worker takes it at once; False when it was not held."""
+        ...
+
+    async def holder(self, role: str) -> RoleHolder | None:
+        """Who holds `role` now; None when nobody does."""
         ...

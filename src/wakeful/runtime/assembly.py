@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .channels import RuntimeChannels
     from .inbox import RuntimeInbox
     from .settings import RuntimeSettings
+    from .worker import SessionCluster
 
 __all__ = [
     "check_sandbox",
@@ -187,13 +188,28 @@ async def start_channels(
     inbox: RuntimeInbox,
     store: RuntimeStore | None,
     services: Services,
+    *,
+    cluster: SessionCluster | None = None,
 ) -> RuntimeChannels:
     """The runtime's channels, each supervised in `tg`: the configured ones validated (a bad
     one fails the start, naming its table and field) and started, then those the agent
-    connected in an earlier run. The channel tools find them in `services.state`."""
+    connected in an earlier run. The channel tools find them in `services.state`.
+
+    As a worker of a `cluster` (started, on a PostgreSQL store), a channel that pulls from its
+    source runs only while this worker holds its role, with the cluster's lease time (see
+    :mod:`.channels`)."""
     from ..toolkits.collaboration.notify import ImSender
     from ..toolkits.triggers.channels import ChannelControl
     from .channels import RuntimeChannels
+
+    roles = None
+    if cluster is not None and cluster.ownership is not None:
+        from ..store.postgres import PostgresStore
+
+        if isinstance(store, PostgresStore):
+            roles = store.role_leases(
+                cluster.ownership.worker_id, lease_seconds=cluster.lease_seconds
+            )
 
     channels = RuntimeChannels(
         tg=tg,
@@ -203,6 +219,7 @@ async def start_channels(
         kinds=settings.channel_kinds,
         services=services,
         reads=services.outbox,
+        roles=roles,
     )
     services.state[ChannelControl] = channels
     services.state[ImSender] = channels

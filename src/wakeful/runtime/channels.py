@@ -6,12 +6,39 @@ A channel whose `run` raises is rebuilt and restarted after a backoff (1 s, doub
 runtime nor the other channels. A channel whose `run` returns (its source ended) stays
 stopped. Channels the agent connected are stored (with a store) and reconnected on the next
 start; disconnecting one forgets it and its cursors.
+
+Several workers sharing a PostgreSQL store (a cluster, issue 17) each run every configured
+channel, except those that pull from their source (a kind with ``pulls = True``: email over
+IMAP, Telegram's getUpdates, an XMPP login): such a channel runs on one worker at a time, the
+one holding its role "channel:<full name>" (:class:`~wakeful.core.channel.RoleLeases`, on
+PostgreSQL :mod:`wakeful.store.postgres.roles`), so a mailbox is polled once, a bot's updates
+are fetched without 409 Conflicts, and only the holder writes the channel's cursors. The other
+workers keep it in standby (health "standby: run by worker w2 (lease expires in 4 s)") and try
+to take the role every third of the lease time. The holder renews the role every third of the
+lease; when a renewal fails, takes longer than that, or finds the role taken, the channel's run
+is cancelled at once (before the lease could have run out by the worker's own clock) and it goes
+back to standby; its cursor writes are refused once that clock says the lease may have run out
+(a worker resumed after a freeze). So when the holder dies, another worker runs the channel
+within about the lease time (`[store] lease_seconds`); a clean stop or a disconnect releases the
+role and another worker takes it at its next attempt. Webhooks (pushed to: a request may reach
+any worker), timers and the system channel run on every worker.
+
+A channel in standby does not reach the user from this worker: :meth:`RuntimeChannels.reachable`
+leaves it out, so the delivery policy picks the next channel for a message (the holder's worker
+delivers on it the messages of the sessions it runs). Sending from a standby worker without the
+pull loop is not done: an email copy must be recorded where the polling worker recognises it
+when it arrives in the watched mailbox (its record is written through by one writer), and a
+Telegram copy is traced to the user's reads by the polling bot's memory.
+
+Without role leases (SQLite, one process) every channel runs, as always.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -28,11 +55,14 @@ from ..core.channel import (
     ChannelHealth,
     ChannelKind,
     ReadReceipts,
+    RoleLease,
+    RoleLeases,
     UserReach,
+    kind_pulls,
 )
 from ..core.records import OutboundMessage
 from ..core.repositories import ChannelCursorRepository
-from ..errors import UserError
+from ..errors import StoreError, UserError
 from .inbox import ChannelCounts, FilteringInbox, RuntimeInbox
 
 if TYPE_CHECKING:
@@ -42,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ChannelInfo",
     "MemoryCursors",
+    "RoleLost",
     "RuntimeChannelContext",
     "RuntimeChannels",
     "check_specs",
@@ -51,6 +82,9 @@ log = logging.getLogger(__name__)
 
 RESTART_FIRST_SECONDS: Final = 1.0
 RESTART_MAX_SECONDS: Final = 300.0
+# How long a stopping channel may take to release its role before the stop goes on (the role
+# then expires after the lease time).
+RELEASE_TIMEOUT_SECONDS: Final = 5.0
 
 Origin = Literal["configured", "connected"]
 
@@ -93,6 +127,63 @@ class MemoryCursors:
     async def forget(self, channel: str) -> None:
         for key in [k for k in self._values if k[0] == channel]:
             del self._values[key]
+
+
+class RoleLost(StoreError):
+    """Raised by a cursor write of a channel that pulls when this worker may no longer hold the
+    channel's role (its lease could have run out by the worker's own clock: it was frozen, or
+    could not renew): nothing was written. The runtime stops the channel and puts it in
+    standby; the worker that holds the role now writes the channel's cursors."""
+
+
+@dataclass
+class _RoleTerm:
+    """A pulling channel's role as this worker holds it: the lease (None while it holds none)
+    and until when, by the monotonic clock, it surely holds it (the start of its last successful
+    take or renewal plus the lease time)."""
+
+    role: str
+    lease: RoleLease | None = None
+    until: float = -math.inf
+
+    def hold(self, lease: RoleLease, since: float, lease_seconds: float) -> None:
+        self.lease = lease
+        self.until = since + lease_seconds
+
+    def drop(self) -> RoleLease | None:
+        lease, self.lease, self.until = self.lease, None, -math.inf
+        return lease
+
+
+class _HolderCursors:
+    """A pulling channel's cursors: written only while this worker holds the channel's role,
+    so that a worker resumed after a freeze does not write over the new holder's cursors."""
+
+    def __init__(self, cursors: ChannelCursorRepository, term: _RoleTerm) -> None:
+        self._cursors = cursors
+        self._term = term
+
+    async def get(self, channel: str, key: str) -> str | None:
+        return await self._cursors.get(channel, key)
+
+    async def put(self, channel: str, key: str, value: str) -> None:
+        self._check(channel)
+        await self._cursors.put(channel, key, value)
+
+    async def put_many(self, channel: str, values: Mapping[str, str]) -> None:
+        self._check(channel)
+        await self._cursors.put_many(channel, values)
+
+    async def forget(self, channel: str) -> None:
+        await self._cursors.forget(channel)
+
+    def _check(self, channel: str) -> None:
+        if time.monotonic() >= self._term.until:
+            raise RoleLost(
+                f"This worker may no longer hold the role {self._term.role!r} (its lease was "
+                f"not renewed in time), so the cursor of {channel} was not written. The channel "
+                "waits in standby while another worker runs it."
+            )
 
 
 @dataclass(frozen=True)
@@ -147,9 +238,15 @@ class _Running:
     failure: str | None = None
     restarts: int = 0
     ended: bool = False
+    # Set for a channel that pulls, run on the worker holding its role; `standby` says why it is
+    # not running here while another worker (or nobody yet) holds it.
+    term: _RoleTerm | None = None
+    standby: str | None = None
 
     def health(self) -> ChannelHealth:
         last = self.inbox.counts.last_event_at
+        if self.standby is not None:
+            return ChannelHealth("standby", self.standby, last)
         if self.failure is not None:
             return ChannelHealth("degraded", self.failure, last)
         if self.ended:
@@ -176,7 +273,16 @@ class RuntimeChannels:
         services: Services | None = None,
         reads: ReadReceipts | None = None,
         restart_first_seconds: float = RESTART_FIRST_SECONDS,
+        roles: RoleLeases | None = None,
     ) -> None:
+        """`roles`, for a worker of a cluster: a channel whose kind pulls runs only while this
+        worker holds its role (see the module docs); None runs every channel here."""
+        if roles is not None and not roles.lease_seconds > 0:
+            raise UserError(
+                f"The role leases' lease_seconds must be more than 0, got {roles.lease_seconds}; "
+                "give the cluster a positive lease time ([store] lease_seconds)."
+            )
+        self._roles = roles
         self._tg = tg
         self._inbox = inbox
         self._store = store
@@ -267,7 +373,8 @@ class RuntimeChannels:
     # --- reaching the user (wakeful.delivery.dispatcher.Reach) ---------------------------------
 
     def reachable(self) -> list[str]:
-        """The running channels that can carry messages to the user, as configured in order."""
+        """The running channels that can carry messages to the user, as configured in order (a
+        channel in standby, run by another worker, is not one of them: see the module docs)."""
         return [
             name
             for name, running in self._running.items()
@@ -306,6 +413,11 @@ class RuntimeChannels:
                 f"No channel {channel} is running, so the message was not sent there; the "
                 f"running channels are: {', '.join(self._running) or 'none'}."
             )
+        if running.standby is not None:
+            raise UserError(
+                f"The channel {channel} does not run on this worker ({running.standby}), so the "
+                "message was not sent there; send it on a channel this worker runs (reachable())."
+            )
         if not isinstance(running.channel, UserReach):
             raise UserError(
                 f"The channel {channel} cannot carry messages to the user (it only receives)."
@@ -328,10 +440,12 @@ class RuntimeChannels:
         settings = validated_settings(kind, spec.settings, spec.where)
         channel_filter = validated_filter(spec.filter, spec.where)
         inbox = FilteringInbox(self._inbox, channel_filter)
+        term = _RoleTerm(f"channel:{spec.full_name}") if self._runs_by_role(kind) else None
+        cursors = self._cursors if term is None else _HolderCursors(self._cursors, term)
         context = RuntimeChannelContext(
             spec.full_name,
             inbox,
-            self._cursors,
+            cursors,
             self._workspace,
             reads=self._reads,
             services=self._services,
@@ -339,7 +453,10 @@ class RuntimeChannels:
         # Built once now, so what only building finds (a secret's variable not set) is refused
         # to the caller, and never becomes a channel that crashes and restarts for good.
         kind.build(settings, context)
-        return _Running(spec, kind, settings, inbox, context, origin)
+        return _Running(spec, kind, settings, inbox, context, origin, term=term)
+
+    def _runs_by_role(self, kind: ChannelKind) -> bool:
+        return self._roles is not None and kind_pulls(kind)
 
     async def _start(self, running: _Running) -> None:
         self._running[running.spec.full_name] = running
@@ -348,40 +465,159 @@ class RuntimeChannels:
     async def _supervise(
         self, running: _Running, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run the channel, rebuilding and restarting it after a crash; report started once
-        the first attempt is running or has failed (connect never waits on a backoff)."""
-        reported = False
-        delay = self._restart_first
+        """Run the channel (while this worker holds its role, for one that pulls in a cluster),
+        rebuilding and restarting it after a crash; report started once the first attempt is
+        running, has failed, or waits in standby (connect never waits on a backoff)."""
+        report = _Reporter(task_status)
         with running.scope:
-            while True:
+            if running.term is None:
+                await self._run_restarting(running, report)
+            else:
+                await self._run_while_held(running, running.term, report)
+
+    async def _run_restarting(self, running: _Running, report: Callable[[], None]) -> None:
+        """Run the channel until its source ends, restarting it after each crash."""
+        delay = self._restart_first
+        while True:
+            try:
+                async with anyio.create_task_group() as tg:
+                    channel = running.kind.build(running.settings, running.context)
+                    running.channel = channel
+                    await tg.start(channel.run)
+                    running.failure = None
+                    delay = self._restart_first
+                    report()
+            except Exception as exc:  # a channel's crash is reported, never propagated
+                running.restarts += 1
+                running.failure = (
+                    f"crashed ({_described(exc)}); restarting in {delay:g} s "
+                    f"(restart {running.restarts})"
+                )
+                log.error("channel %s %s", running.spec.full_name, running.failure)
+                report()
+                await anyio.sleep(delay)
+                delay = min(delay * 2, RESTART_MAX_SECONDS)
+                continue
+            running.ended = True
+            report()
+            log.info("channel %s stopped: its source ended", running.spec.full_name)
+            return
+
+    async def _run_while_held(
+        self, running: _Running, term: _RoleTerm, report: Callable[[], None]
+    ) -> None:
+        """Wait in standby until this worker takes the channel's role, run the channel while it
+        holds it, and wait again when it loses it; release the role when the channel stops."""
+        while not running.ended:
+            await self._take_role(running, term, report)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._keep_role, running, term, tg.cancel_scope)
+                    await self._run_restarting(running, report)
+                    tg.cancel_scope.cancel()  # the source ended
+            finally:
+                await self._release_role(running, term)
+
+    async def _take_role(
+        self, running: _Running, term: _RoleTerm, report: Callable[[], None]
+    ) -> None:
+        """Try to take the role every third of the lease time until it is taken, saying in the
+        channel's health who runs it meanwhile."""
+        roles = self._holding_roles()
+        every = roles.lease_seconds / 3
+        while True:
+            since = time.monotonic()
+            lease: RoleLease | None = None
+            with anyio.move_on_after(every):
                 try:
-                    async with anyio.create_task_group() as tg:
-                        channel = running.kind.build(running.settings, running.context)
-                        running.channel = channel
-                        await tg.start(channel.run)
-                        running.failure = None
-                        delay = self._restart_first
-                        if not reported:
-                            task_status.started()
-                            reported = True
-                except Exception as exc:  # a channel's crash is reported, never propagated
-                    running.restarts += 1
-                    running.failure = (
-                        f"crashed ({_described(exc)}); restarting in {delay:g} s "
-                        f"(restart {running.restarts})"
+                    lease = await roles.take(term.role)
+                    if lease is None:
+                        running.standby = await self._standby_detail(term.role, every)
+                except StoreError as exc:
+                    running.standby = (
+                        f"standby: the role could not be taken ({exc}); trying again in "
+                        f"{every:.1f} s"
                     )
-                    log.error("channel %s %s", running.spec.full_name, running.failure)
-                    if not reported:
-                        task_status.started()
-                        reported = True
-                    await anyio.sleep(delay)
-                    delay = min(delay * 2, RESTART_MAX_SECONDS)
-                    continue
-                running.ended = True
-                if not reported:
-                    task_status.started()
-                log.info("channel %s stopped: its source ended", running.spec.full_name)
+            if lease is not None:
+                term.hold(lease, since, roles.lease_seconds)
+                running.standby = None
+                log.info("channel %s runs here: this worker took its role", term.role)
                 return
+            running.channel = None
+            report()
+            await anyio.sleep(every)
+
+    async def _standby_detail(self, role: str, every: float) -> str:
+        holder = await self._holding_roles().holder(role)
+        if holder is None:
+            return f"standby: the role is being taken; trying again in {every:.1f} s"
+        return (
+            f"standby: run by worker {holder.owner} (lease expires in "
+            f"{max(holder.expires_in_s, 0):.0f} s)"
+        )
+
+    async def _keep_role(self, running: _Running, term: _RoleTerm, run: anyio.CancelScope) -> None:
+        """Renew the role every third of the lease time; when a renewal fails, takes longer
+        than that, or finds the role lost, cancel the channel's `run` at once (while the lease
+        still holds by this worker's clock) and put the channel in standby."""
+        roles = self._holding_roles()
+        every = roles.lease_seconds / 3
+        while True:
+            await anyio.sleep(every)
+            since = time.monotonic()
+            lease = term.lease
+            assert lease is not None  # held while the channel runs
+            renewed: RoleLease | None = None
+            why = f"its renewal took longer than {every:.1f} s"
+            with anyio.move_on_after(every):
+                try:
+                    renewed = await roles.renew(lease)
+                    why = "another worker took it, or it expired"
+                except StoreError as exc:
+                    why = f"its renewal failed: {exc}"
+            if renewed is not None:
+                term.hold(renewed, since, roles.lease_seconds)
+                continue
+            term.drop()
+            running.standby = f"standby: this worker lost the role ({why})"
+            running.failure = None
+            log.warning("channel %s stopped here: %s", running.spec.full_name, running.standby)
+            run.cancel()
+            return
+
+    async def _release_role(self, running: _Running, term: _RoleTerm) -> None:
+        """Give the role up, if still held, so another worker takes it at once (shielded: a
+        stopping runtime releases it too)."""
+        lease = term.drop()
+        if lease is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT_SECONDS):
+            try:
+                await self._holding_roles().release(lease)
+            except StoreError as exc:
+                log.warning(
+                    "channel %s could not release its role (%s); another worker takes it once "
+                    "its lease expires",
+                    running.spec.full_name,
+                    exc,
+                )
+
+    def _holding_roles(self) -> RoleLeases:
+        assert self._roles is not None, "only channels run by role have a term"
+        return self._roles
+
+
+class _Reporter:
+    """Reports a supervised channel started, once."""
+
+    def __init__(self, task_status: TaskStatus[None]) -> None:
+        self._task_status = task_status
+        self._done = False
+
+    def __call__(self) -> None:
+        if not self._done:
+            self._done = True
+            self._task_status.started()
 
 
 def _described(exc: BaseException) -> str:

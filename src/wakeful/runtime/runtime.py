@@ -7,10 +7,12 @@ off (a call without its result, repaired; a message awaiting the model), those w
 (re-queued), and those with a task that was running when the runtime was killed (reported lost).
 Every other session loads on its next event. Requests to people it left open are open again (their
 outcomes arrive as `human.answer` events), and those whose call ended with it are closed as
-ended (see `wakeful.safety.approvals`). On a clean stop, background tasks still running are
-cancelled, their processes stopped, and each session is told at the next start (a stored event).
-With a store, sessions that stay idle are unloaded (`evict_idle_after_seconds`) and reloaded from
-it on their next event.
+ended (see `wakeful.safety.approvals`). As one worker of several sharing a PostgreSQL store
+(`cluster`), it recovers only the sessions it takes over, each with its open requests and
+children, and every write of a session goes through its lease's fence (see `.worker`). On a clean
+stop, background tasks still running are cancelled, their processes stopped, and each session is
+told at the next start (a stored event). With a store, sessions that stay idle are unloaded
+(`evict_idle_after_seconds`) and reloaded from it on their next event.
 
 `Runtime` is the façade over one module per part: its options as one value (`.settings`), the
 tools it offers (`.catalog`), the parts built on entry (`.assembly`), what it picks up from a
@@ -36,6 +38,7 @@ from ..activity import ActivitySignal, UserActivity
 from ..agent.hitl_prompt import with_hitl_section
 from ..agent.router import Decision, Router
 from ..agent.session import AgentSession, SessionConfig
+from ..core.session_writes import shared_writes
 from ..delivery.dispatcher import Dispatcher
 from ..delivery.settings import DeliverySettings
 from ..errors import UserError
@@ -225,15 +228,23 @@ class Runtime:
             self._services.state[Subagents] = self.subagents
             if store is not None:
                 self.subagents.repository = store.subagents
+            self.subagents.starting()
+        if self.cluster is not None:
+            # Each session's requests and children are taken up with the session, by the
+            # worker that takes it over (see `_take_up`), whose outcomes go to the store.
+            self._fence_session_writes(self.cluster)
+            self.inbox = self._new_inbox(store)
+        elif self.subagents is not None:
             await self.subagents.restore()
         await self._recover()
         if self.timers is not None:
             await self._tg.start(self.timers.run)
         # After recovery too: what a channel delivers now goes to sessions already restored.
         self.inbox = self._new_inbox(store)
-        # The requests to people a previous run left: open again (answerable as soon as the
-        # channels run), their outcomes handed over, or ended with the call they were for.
-        await self._approvals.restore(form_of=ElicitationForm.from_schema)
+        if self.cluster is None:
+            # The requests to people a previous run left: open again (answerable as soon as
+            # the channels run), their outcomes handed over, or ended with their call.
+            await self._approvals.restore(form_of=ElicitationForm.from_schema)
         if self.subagents is not None:
             host = RuntimeSubagentHost(
                 self._deliver_once,
@@ -242,7 +253,9 @@ class Runtime:
                 self._services.tasks.settled,
             )
             await self.subagents.start(host, self._tg)
-        self._channels = await start_channels(settings, self._tg, self.inbox, store, self._services)
+        self._channels = await start_channels(
+            settings, self._tg, self.inbox, store, self._services, cluster=self.cluster
+        )
         if delivery is not None:
             delivery.reach = self.outbox.reach = self._channels
             await self._tg.start(delivery.run, name="delivery policy")
@@ -282,6 +295,38 @@ class Runtime:
             return elsewhere
         return await self._sessions.hand(event)
 
+    def _fence_session_writes(self, cluster: SessionCluster) -> None:
+        """Have every write of a session (its messages, task records, requests to a person,
+        children) go through the view fenced by its lease (see wakeful.core.session_writes),
+        until the runtime stops: a worker that lost a session writes nothing more for it."""
+        parts: list[Outbox | TaskManager | Approvals | Subagents] = [self.outbox, self.tasks]
+        if self.subagents is not None:
+            parts.append(self.subagents)
+        # A queue of requests given a repository of its own keeps its writes there.
+        shared = self.store.human_requests if self.store is not None else None
+        if self._approvals is not None and self._approvals.repository is shared:
+            parts.append(self._approvals)
+        for part in parts:
+            part.session_writes = cluster.fenced
+            self._stack.callback(setattr, part, "session_writes", shared_writes)
+
+    async def _take_up(self, session_id: str) -> None:
+        """Take up what a previous owner left of a session taken over here (as one worker of
+        several): its open requests to a person, and the children that go with it."""
+        if self.subagents is not None:
+            await self.subagents.restore(session=session_id)
+        if self._approvals is not None:
+            await self._approvals.restore(form_of=ElicitationForm.from_schema, session=session_id)
+
+    def _has_work(self, session_id: str) -> bool:
+        """Whether a session has work under way here (tasks, a child, an answer awaited):
+        as one worker of several, such a session is not released as idle."""
+        if self.services.tasks.has_unsettled(session_id):
+            return True
+        if self.subagents is not None and self.subagents.busy(session_id):
+            return True
+        return self._approvals is not None and self._approvals.awaiting(session_id)
+
     def _forget(self, session_id: str) -> None:
         """Drop a session this worker no longer owns (see `.worker`), writing nothing."""
         if session_id in self.sessions:
@@ -290,6 +335,11 @@ class Runtime:
         # Its new owner reports them lost to the session: they must not run on here.
         for task in self.services.tasks.running(session_id):
             task.cancel("its session moved to another worker")
+        # Its new owner takes up its requests to a person and its children too.
+        if self._approvals is not None:
+            self._approvals.forget_session(session_id)
+        if self.subagents is not None:
+            self.subagents.forget_session(session_id)
 
     @property
     def channels(self) -> dict[str, ChannelHealth]:
@@ -409,8 +459,9 @@ class Runtime:
                 self._sessions,
                 submit=self.submit,
                 forget=self._forget,
-                has_tasks=self.services.tasks.has_unsettled,
+                has_tasks=self._has_work,
                 settled=self.services.tasks.settled.notify,
+                take_up=self._take_up,
             )
             self._sessions.on_moved = self.cluster.moved
             return

@@ -30,10 +30,31 @@ recovers each session it takes over (through the fenced view), hands it the pend
 was not handed yet, and drops it when its lease is lost. The SQLite store, one process, needs
 none of this and stays the default.
 
-Known gaps: the session's trajectory and event writes are fenced; its other writes (task
-records, messages to the user, requests to people, subagents) go through the shared store
-unfenced, and the runtime's start still restores every open request to a person and every
-subagent, whichever worker owns their session.
+Every write of a session goes through its fenced view: its trajectory and event marks, and,
+through :meth:`SessionCluster.fenced` (a :data:`~wakeful.core.session_writes.SessionWrites`
+the runtime gives its outbox, task manager, queue of requests to people and subagents), its
+messages to the user, task records, requests to a person and its children's records. A session
+lost here keeps its last view for those, so a write still under way for it is refused
+(:class:`~wakeful.store.postgres.LeaseLost`), never made unfenced. What a previous owner left of
+a session apart from its trajectory (its open requests to a person, its children) is taken up by
+the worker that takes the session over, and dropped by the one that loses it, so each is
+followed by one worker: a running child goes with its own session (its follower looks at it), an
+ended one and a request with their session.
+
+Known gaps:
+
+- A write refused inside a tool (a message, a request) reaches the model as the tool's error
+  (the tool boundary catches it); the session stops at its next trajectory write, refused too.
+- A background task cut off by the runtime's stop is recorded through the shared store (the
+  runtime's ``on_stopped``), and events a session makes for others (a task's result, a child's
+  result for its parent, a person's answer) are stored unfenced: they are handed to their
+  session's owner, and the last two have ids that make a repeat a duplicate.
+- Taking up one session's requests reads every unsettled request (the repository has no
+  per-session query); the limits on running children count those followed on this worker only.
+- A session released by a clean stop with an open request or a running child but no pending
+  event is taken over (and those taken up) only when an event comes for it or a worker starts:
+  a claim pass looks for pending events and expired leases only.
+- The last view of every session once owned here is kept for the life of the process.
 """
 
 from __future__ import annotations
@@ -258,7 +279,7 @@ class SessionOwnership:
         # Lost sessions may have pending events nobody runs now (an expiry during a partition).
         self._claim_wanted.set()
 
-    def _on_wake(self, session: str) -> None:
+    def _on_wake(self, session: str, owner: str | None) -> None:
         view = self._views.get(session)
         if view is not None:
             self._last_active[session] = time.monotonic()
@@ -266,6 +287,8 @@ class SessionOwnership:
             return
         if session in self._releasing:
             self._woken_while_releasing = True
+        elif owner is not None and owner != self._running().id:
+            return  # its live owner is woken by this notification; nothing to claim
         self._claim_wanted.set()
 
     def _on_missed(self) -> None:
@@ -357,6 +380,23 @@ class SessionOwnership:
                 self._claim_wanted.set()
 
 
+async def _nothing_to_take_up(session: str) -> None:
+    """A runtime without requests to people or children to take up with a session."""
+
+
+async def _sessions_with_work(store: PostgresStore) -> list[str]:
+    """The sessions left with work that no claim looks for (without a pending event): a
+    cut-off trajectory, a running task, an open request to a person or an outcome not handed
+    over, a child running (its own session) or with a result not handed over (its parent's)."""
+    running = {r.session for r in await store.task_records.find() if r.state == "running"}
+    asked = {r.session for r in await store.human_requests.unsettled()}
+    children = {
+        r.id if r.status == "running" else r.parent for r in await store.subagents.unsettled()
+    }
+    resume = set(await store.trajectories.sessions_to_resume())
+    return sorted(resume | running | asked | children)
+
+
 class _FencedWrites:
     """The writes a session's trajectory makes (`TrajectoryStore`), through its fenced view."""
 
@@ -404,6 +444,10 @@ class SessionCluster:
         self._submit: Callable[[Event], Awaitable[Decision]] | None = None
         self._forget: Callable[[str], None] | None = None
         self._has_tasks: Callable[[str], bool] = lambda session: False
+        self._take_up: Callable[[str], Awaitable[None]] = _nothing_to_take_up
+        # The latest view of each session this worker owned, kept after the session is lost:
+        # a write for it still under way here goes through it and is refused (see `fenced`).
+        self._last_views: dict[str, FencedStore] = {}
         # The events handed to each owned session under its current lease: an event stored
         # here is handed directly and also wakes this worker; it is not handed twice.
         self._handed: dict[str, set[str]] = {}
@@ -422,15 +466,19 @@ class SessionCluster:
         forget: Callable[[str], None],
         has_tasks: Callable[[str], bool] = lambda session: False,
         settled: Callable[[], None] = lambda: None,
+        take_up: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """Register, take over the sessions nobody runs (recovered before this returns), and
         keep owning, claiming and releasing sessions in `tg` until it ends.
 
         `submit` stores and hands an event (the lost-task alerts); `forget(session)` drops a
         session no longer owned here, writing nothing; `has_tasks(session)` says whether it has
-        tasks running here (such a session is never released as idle); `settled()` is called
-        whenever the last take-over or catch-up under way ends (the runtime's idle check waits
-        for them: see :attr:`settling`)."""
+        work under way here (tasks, children, an answer awaited: such a session is never
+        released as idle); `settled()` is called whenever the last take-over or catch-up under
+        way ends (the runtime's idle check waits for them: see :attr:`settling`);
+        `take_up(session)` takes up, as each session is taken over and before it is loaded,
+        what a previous owner left of it that the runtime keeps apart from its sessions (its
+        open requests to a person, its children), so that each is taken up by one worker."""
         from ..store.postgres import PostgresStore
 
         if not isinstance(store, PostgresStore):
@@ -442,6 +490,7 @@ class SessionCluster:
         self._tg, self._sessions, self._submit, self._forget = tg, sessions, submit, forget
         self._has_tasks = has_tasks
         self._on_settled = settled
+        self._take_up = take_up or _nothing_to_take_up
         ownership = self.ownership = SessionOwnership(
             store,
             self,
@@ -452,13 +501,15 @@ class SessionCluster:
             idle_release_s=self._idle_release_s,
         )
         await tg.start(ownership.run, name="session ownership")
-        # Sessions left with work that no claim looks for (a cut-off trajectory or a running
-        # task, without a pending event): taken here when nobody owns them.
-        running = {r.session for r in await store.task_records.find() if r.state == "running"}
-        for session in sorted(set(await store.trajectories.sessions_to_resume()) | running):
+        for session in await _sessions_with_work(store):
             await ownership.route(session)
         await ownership.claim_pass()
         await self.wait_settled()
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long this worker's leases last unless renewed (its roles' too)."""
+        return self._lease_seconds
 
     @property
     def settling(self) -> bool:
@@ -470,6 +521,14 @@ class SessionCluster:
         """Wait until every take-over and catch-up started so far is done."""
         while self._in_flight:
             await self._settled.wait()
+
+    def fenced(self, session: str) -> FencedStore | None:
+        """Where `session`'s own writes go (a :data:`~wakeful.core.session_writes.SessionWrites`):
+        its fenced view while it is owned here; the last one it had here once it is lost (a
+        write still under way for it is refused, not made unfenced); None for a session never
+        owned here (the shared store: an operator alert, say)."""
+        view = self.ownership.view(session) if self.ownership is not None else None
+        return view if view is not None else self._last_views.get(session)
 
     def writes(self, session: str) -> _FencedWrites | None:
         """The fenced writes of `session`'s trajectory while it is owned here, else None."""
@@ -498,6 +557,7 @@ class SessionCluster:
         # A new lease: nothing handed under it yet. Reset now, not when the take-over runs: an
         # event routed here meanwhile is handed directly and must not be handed again.
         self._handed[session] = set()
+        self._last_views[session] = store
         self._spawn(self._take_over, session, store)
 
     def woken(self, session: str, store: FencedStore) -> None:
@@ -563,6 +623,7 @@ class SessionCluster:
         assert self._sessions is not None and self._submit is not None and self._forget
         if session in self._sessions.by_id:
             self._forget(session)  # loaded before it was owned: reload it fenced
+        await self._take_up(session)
         loaded = await self._sessions.loaded(session)
         lost = await view.task_records.mark_running_lost()
         await self._queue_pending(loaded, view)

@@ -34,7 +34,11 @@ it had left (its default applied at once when its deadline passed meanwhile), an
 handed over is handed over once, and a request whose call ended with the restart is closed as
 ended, which is what a late answer to it is told. A stored request that cannot be rebuilt (its
 data damaged, or written by another version) ends too, and unless it was answered in its call,
-its session is told so in a `human.answer` event, once: the agent does not wait forever.
+its session is told so in a `human.answer` event, once: the agent does not wait forever. As
+one worker of several sharing a store, each session's requests are taken up by the worker that
+takes the session over (``restore(session=…)``) and dropped by the one that loses it
+(:meth:`Approvals.forget_session`), and a session's own writes go through its lease's fence
+(``session_writes``).
 
 The requests themselves are in :mod:`wakeful.safety.human_requests`, their stored form in
 :mod:`wakeful.safety.request_records`; this module is the queue.
@@ -57,7 +61,8 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from ..core.records import CaseDecision, HumanRequestRecord, HumanRequestStatus
 from ..core.repositories import HumanRequestRepository
-from ..errors import StoreError, UserError
+from ..core.session_writes import SessionWrites, shared_writes
+from ..errors import SessionMoved, StoreError, UserError
 from ..events import Event, utc_now
 from ..services import Outbox
 from .cases import CaseBook, SimilarCase, decision_note
@@ -179,6 +184,11 @@ class Approvals:
         self.timeout_seconds = timeout_seconds
         self.handler = handler
         self.repository = repository
+        # Where a session's own writes go (opening a request, its outcome delivered; see
+        # wakeful.core.session_writes): as one worker of several, the view fenced by the
+        # session's lease. Closing a request and a late answer are a person's, and go to
+        # `repository` from any worker.
+        self.session_writes: SessionWrites = shared_writes
         self.decision_listeners: list[DecisionListener] = []
         self._open: dict[str, ApprovalRequest | InputRequest] = {}
         self._closed: OrderedDict[str, ApprovalRequest | InputRequest] = OrderedDict()
@@ -194,6 +204,9 @@ class Approvals:
         self._to_tell: list[tuple[HumanRequest, Event]] = []
         # Requests decided whose `human.answer` event is not handed over yet: id → session.
         self._handing_over: dict[str, str] = {}
+        # How to stop following each request whose outcome goes to an event (see
+        # `forget_session`), by id, until its decision is made.
+        self._following: dict[str, anyio.CancelScope] = {}
         self._serving: _Serving | None = None
 
     def pending(self, session: str | None = None) -> list[ApprovalRequest]:
@@ -241,12 +254,13 @@ class Approvals:
             for r in self._open.values()
         )
 
-    def awaiting(self) -> bool:
-        """Whether an outcome is still to come to a session: a request the agent did not wait
-        for is open (its answer, or at its deadline the default, will arrive as an event), or an
-        outcome is being handed over."""
-        return bool(self._handing_over) or any(
-            r.answered_in == "event" for r in self._open.values()
+    def awaiting(self, session: str | None = None) -> bool:
+        """Whether an outcome is still to come to a session (to `session`): a request the agent
+        did not wait for is open (its answer, or at its deadline the default, will arrive as an
+        event), or an outcome is being handed over."""
+        return any(s == session or session is None for s in self._handing_over.values()) or any(
+            r.answered_in == "event" and (session is None or r.session == session)
+            for r in self._open.values()
         )
 
     async def _new_id(self) -> str:
@@ -417,6 +431,8 @@ class Approvals:
         if self.repository is not None:
             try:
                 await self._store_new(request)
+            except SessionMoved:
+                raise  # another worker runs the session now: it asks what it needs
             except StoreError as exc:  # asked all the same: only a restart would lose it
                 log.warning("request %s was not stored, so a restart loses it: %s", request.id, exc)
         self._open[request.id] = request
@@ -434,16 +450,22 @@ class Approvals:
             await self._store_ending(request, "ended", json.dumps({"ended": why}), True)
             raise
 
+    def _session_repository(self, session: str) -> HumanRequestRepository:
+        """Where `session`'s own writes go: its fenced view, else the queue's repository."""
+        assert self.repository is not None
+        fenced = self.session_writes(session)
+        return fenced.human_requests if fenced is not None else self.repository
+
     async def _store_new(self, request: ApprovalRequest | InputRequest) -> None:
         """Store a new request; another id when its id was taken meanwhile."""
-        assert self.repository is not None
+        repository = self._session_repository(request.session)
         for _ in range(3):
             try:
-                await self.repository.add(record_of(request, self._timeout(request)))
+                await repository.add(record_of(request, self._timeout(request)))
                 return
             except UserError:  # stored already (another queue on the same store)
                 request.id = await self._new_id()
-        await self.repository.add(record_of(request, self._timeout(request)))
+        await repository.add(record_of(request, self._timeout(request)))
 
     async def _store_ending(
         self, request: HumanRequest, status: HumanRequestStatus, decision: str, delivered: bool
@@ -518,8 +540,26 @@ class Approvals:
     async def _hand_over(self, request: ApprovalRequest | InputRequest) -> None:
         """Wait for the request's decision, then hand it to its session as a `human.answer`
         event."""
-        decision = await self._settle(request)
-        await self._deliver(request, answer_event(request, decision))
+        with anyio.CancelScope() as following:
+            self._following[request.id] = following
+            try:
+                decision = await self._settle(request)
+            except SessionMoved as exc:  # a note to the person refused: see forget_session
+                log.warning("request %s is followed by another worker now: %s", request.id, exc)
+                return
+            finally:
+                self._following.pop(request.id, None)
+            await self._deliver(request, answer_event(request, decision))
+
+    def forget_session(self, session: str) -> None:
+        """Stop following the undecided requests of `session` whose outcome goes to an event:
+        the session moved to another worker (as one worker of several), which took them up and
+        applies their answers or defaults. Nothing is written."""
+        for request in list(self._open.values()):
+            following = self._following.get(request.id)
+            if request.session == session and following is not None and request.decision is None:
+                del self._open[request.id]
+                following.cancel()
 
     async def _deliver(self, request: HumanRequest, event: Event) -> None:
         """Add `event` (the request's outcome) to its session (an id stored already, from a
@@ -537,7 +577,11 @@ class Approvals:
         try:
             await serving.deliver(event)
             if self.repository is not None:
-                await self.repository.mark_delivered(request.id)
+                await self._session_repository(request.session).mark_delivered(request.id)
+        except SessionMoved as exc:
+            # Stored, not marked: the session's owner hands it over again at its take-over,
+            # and the store drops that second copy by its id.
+            log.warning("the outcome of request %s was not marked delivered: %s", request.id, exc)
         finally:
             self._handing_over.pop(request.id, None)
             if serving.settled is not None:
@@ -577,7 +621,7 @@ class Approvals:
 
     # --- a restart -------------------------------------------------------------------------
 
-    async def restore(self, form_of: FormOf | None = None) -> None:
+    async def restore(self, form_of: FormOf | None = None, *, session: str | None = None) -> None:
         """Take up what a previous run left in the repository: open requests whose outcome goes
         to an event are open again with the time they had left (followed once the queue is
         served; a default that fell due meanwhile applies then), outcomes not yet handed over
@@ -585,12 +629,17 @@ class Approvals:
         A request that cannot be rebuilt ends, and its session is told (see
         :meth:`_take_up_unreadable`). The recently ended ones are kept to recognise late
         answers. `form_of` rebuilds a form from its schema (without it, open input requests
-        end). Call it before serving, or while served."""
+        end). Call it before serving, or while served.
+
+        With `session`, only that session's requests are taken up: as one worker of several,
+        each session's by the worker that takes the session over, so each once."""
         if self.repository is None:
             return
         for record in await self.repository.unsettled():
-            await self._take_up(record, form_of)
-        for record in reversed(await self.repository.recent(CLOSED_KEPT)):
+            held = record.id in self._open or record.id in self._handing_over
+            if (session is None or record.session == session) and not held:
+                await self._take_up(record, form_of)
+        for record in reversed(await self.repository.recent(CLOSED_KEPT, session=session)):
             if record.status == "open" or record.id in self._open or record.id in self._closed:
                 continue
             try:
@@ -632,7 +681,7 @@ class Approvals:
                 self._follow(request)
                 return
         # Nothing to hand over: its call ended with the previous run.
-        await self.repository.mark_delivered(record.id)
+        await self._session_repository(record.session).mark_delivered(record.id)
         set_ending(request, record)
         self._keep_closed(request)
 
@@ -648,7 +697,7 @@ class Approvals:
             await self.repository.close(record.id, "ended", ended, delivered=not told)
             record = record._replace(status="ended", decision=ended)
         elif not told:
-            await self.repository.mark_delivered(record.id)
+            await self._session_repository(record.session).mark_delivered(record.id)
         request = stand_in(record, NOT_RESTORED)
         set_ending(request, record)
         self._keep_closed(request)
@@ -922,9 +971,15 @@ class Approvals:
                 await self.repository.add_late(request_id, answer.to_json())
             except StoreError as exc:
                 log.warning("a late answer to request %s was not stored: %s", request_id, exc)
+        sent = 0
         for session, text in notes:
-            await self.outbox.send(session, text, urgency="normal")
-        return len(notes)
+            try:
+                await self.outbox.send(session, text, urgency="normal")
+            except SessionMoved as exc:  # as one worker of several: told by nobody here
+                log.warning("a note about a late answer was not sent: %s", exc)
+                continue
+            sent += 1
+        return sent
 
 
 def _no_input_request(request_id: str) -> str:

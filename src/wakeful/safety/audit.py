@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -42,6 +42,7 @@ __all__ = [
     "redact",
     "redact_text",
     "stats",
+    "store_stats",
 ]
 
 AuditStatus = Literal["ok", "error", "denied", "cancelled", "timeout"]
@@ -380,9 +381,34 @@ def stats(
     reader: StoreReader | PostgresReader, *, since: datetime | None = None
 ) -> list[ToolStats]:
     """Per tool, sorted by name: call counts, error rate and p50/p95 durations since `since`."""
-    since_key = utc_key(since)
+    return _tool_stats(reader.audit_durations(utc_key(since)))
+
+
+async def store_stats(store: RuntimeStore, *, since: datetime | None = None) -> list[ToolStats]:
+    """:func:`stats` of a running store's audit log, on either backend (the web console's
+    figures): a SQLite file is read on its own read-only connection, in a thread; a PostgreSQL
+    database through the store's pool."""
+    path = store.path
+    if path is None:
+        from ..store.postgres.audit import PostgresAuditLog
+
+        audit_log = store.audit_log
+        if not isinstance(audit_log, PostgresAuditLog):
+            raise TypeError(f"No audit statistics for a store of type {type(store).__name__}.")
+        return _tool_stats(await audit_log.durations(since))
+
+    def read() -> list[ToolStats]:
+        from ..store.sqlite import Store
+
+        with Store.read_only(path) as reader:
+            return stats(reader, since=since)
+
+    return await anyio.to_thread.run_sync(read)
+
+
+def _tool_stats(durations: Iterable[tuple[str, str, float]]) -> list[ToolStats]:
     by_tool: dict[str, list[tuple[str, float]]] = {}
-    for tool, status, duration_ms in reader.audit_durations(since_key):
+    for tool, status, duration_ms in durations:
         by_tool.setdefault(tool, []).append((status, duration_ms))
     result = []
     for tool, calls in sorted(by_tool.items()):

@@ -21,7 +21,10 @@ waits (mode "sync"), otherwise as a `subagent.result` event (mode "async", "stre
 that went to the background, or a parent whose call a restart cut off). With a store, a child
 outlives a restart: its session is recovered like any other, its watcher starts again (its wall
 time counted from its spawn), and a result stored but not yet handed over is handed over then,
-under an event id that makes a second hand-over a duplicate the store drops.
+under an event id that makes a second hand-over a duplicate the store drops. As one worker of
+several sharing a store, a running child is followed by the worker that owns its session and an
+ended one by its parent's owner, each taken up with that session (:meth:`Subagents.restore`),
+and its record written through that session's fence.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ from ..collab import (
 from ..core.channel import source_event_id
 from ..core.records import SubagentMode, SubagentRecord, SubagentStatus
 from ..core.repositories import SubagentRepository
-from ..errors import ToolError, UserError
+from ..core.session_writes import SessionWrites, shared_writes
+from ..errors import SessionMoved, ToolError, UserError
 from ..events import (
     AGENT_INPUT,
     AGENT_INTERRUPT,
@@ -192,6 +196,8 @@ class _Child:
     record: SubagentRecord
     definition: AgentDefinition
     ended: anyio.Event = field(default_factory=anyio.Event)
+    # Stops its follower (see `Subagents.forget_session`), once it follows the child.
+    watching: anyio.CancelScope | None = None
     attached: bool = False  # a sync spawn call is waiting for the result
     taken: bool = False  # that call has it (or was stopped): no event to hand over
     bad_results: int = 0
@@ -225,6 +231,11 @@ class Subagents:
         self.context_model = context_model
         self.limits = limits or SubagentLimits()
         self.repository: SubagentRepository = repository or MemorySubagents()
+        # Where a child's record is written (see wakeful.core.session_writes): as one worker of
+        # several, through the view fenced by the lease of its own session (the worker that
+        # runs it), or of its parent's before its session runs anywhere (its spawn), so a
+        # worker that lost the session writes nothing more for the child.
+        self.session_writes: SessionWrites = shared_writes
         self._host: SubagentHost | None = None
         self._tg: TaskGroup | None = None
         # Set by start() once restore() ran: a session recovered at a restart may call a tool
@@ -239,11 +250,19 @@ class Subagents:
 
     # --- the runtime's side ---------------------------------------------------------------------
 
-    async def restore(self) -> None:
+    async def restore(self, *, session: str | None = None) -> None:
         """Take up the children a previous run left (running, or ended with a result not yet
-        handed over), before their sessions are recovered."""
-        self._started = anyio.Event()
+        handed over), before their sessions are recovered.
+
+        With `session`, only what goes with that session, followed at once when the runtime
+        follows children already: as one worker of several, each is taken up by the worker that
+        takes that session over, so by one worker at a time. A running child goes with its own
+        session (its follower looks at it: idle, its tokens, its last words), an ended one with
+        its parent's (its result goes there)."""
+        self.starting()
         for record in await self.repository.unsettled():
+            if record.id in self._children or not _goes_with(record, session):
+                continue  # followed here already, or another session's
             definition = self.definitions.get(record.agent)
             self._records[record.id] = record
             if definition is None:
@@ -258,6 +277,14 @@ class Subagents:
             if record.status != "running":
                 child.ended.set()
             self._children[record.id] = child
+            if self._tg is not None:
+                self._tg.start_soon(self._watch, child, name=f"subagent {record.id}")
+
+    def starting(self) -> None:
+        """The runtime is starting: a tool called before :meth:`start` (by a session recovered
+        meanwhile) waits for it."""
+        if self._started is None:
+            self._started = anyio.Event()
 
     async def start(self, host: SubagentHost, tg: TaskGroup) -> None:
         """Follow the children from now on (those :meth:`restore` took up too)."""
@@ -368,7 +395,7 @@ class Subagents:
             created_at=_now(),
             context_strategy=prepared.record.strategy,
         )
-        await self.repository.add(record)
+        await self._writes(record.id, record.parent).add(record)
         child = _Child(record, definition, attached=mode == "sync")
         self._children[record.id] = child
         self._records[record.id] = record
@@ -403,7 +430,7 @@ class Subagents:
             child.taken = True
             child.attached = False
         record = child.record
-        await self.repository.mark_delivered(record.id)
+        await self._writes(record.id).mark_delivered(record.id)
         self._forget(record.id)
         if self._host is not None:
             self._host.changed()
@@ -520,7 +547,7 @@ class Subagents:
         if tokens <= child.stored or (not at_once and now - child.stored_at < RECORD_SECONDS):
             return
         child.stored, child.stored_at = tokens, now
-        await self.repository.record_tokens(child.record.id, tokens)
+        await self._writes(child.record.id).record_tokens(child.record.id, tokens)
 
     async def listing(self, parent: str) -> list[dict[str, Any]]:
         """The children of `parent`, oldest first: status, tokens, last message."""
@@ -681,7 +708,8 @@ class Subagents:
         """Record how the child ended (the first ending wins) and wake its waiter."""
         running = self._children.get(subagent_id)
         tokens = self._count_tokens(running) if running is not None else 0
-        ended = await self.repository.finish(
+        parent = record.parent if record is not None else None
+        ended = await self._writes(subagent_id, parent).finish(
             subagent_id, status, result=result, error=error, tokens=tokens
         )
         if not ended:
@@ -714,11 +742,31 @@ class Subagents:
     async def _cancel_orphan(self, subagent_id: str, reason: str) -> None:
         """Cancel a child whose parent was cancelled or ended: nobody will read its ending."""
         await self.cancel(subagent_id, reason)
-        await self.repository.mark_delivered(subagent_id)
+        await self._writes(subagent_id).mark_delivered(subagent_id)
 
     async def _watch(self, child: _Child) -> None:
         """Follow one child until it ends, then hand its result to the parent unless a sync
-        call is waiting for it."""
+        call is waiting for it; stop following it when the session it goes with moved to
+        another worker (its record's writes refused here), which takes it up."""
+        with anyio.CancelScope() as child.watching:
+            try:
+                await self._watch_here(child)
+            except SessionMoved as exc:
+                log.warning(
+                    "subagent %s is followed by another worker now: %s", child.record.id, exc
+                )
+                self._children.pop(child.record.id, None)
+
+    def forget_session(self, session: str) -> None:
+        """Stop following the children that go with `session` (see :meth:`restore`): the
+        session moved to another worker (as one worker of several), which took them up."""
+        for child in list(self._children.values()):
+            if _goes_with(child.record, session):
+                del self._children[child.record.id]
+                if child.watching is not None:
+                    child.watching.cancel()
+
+    async def _watch_here(self, child: _Child) -> None:
         host, _ = self._running()
         try:
             await self._follow(child)
@@ -786,15 +834,30 @@ class Subagents:
             if host.is_idle(record.id) and not self._running_children(record.id):
                 await self._idle_without_result(child)
 
+    def _writes(self, subagent_id: str, parent: str | None = None) -> SubagentRepository:
+        """Where the record of child `subagent_id` (of `parent`, or of the parent this run
+        knows) is written: the fenced view of its own session, else of its parent's (its
+        spawn, before its session runs anywhere), else the repository."""
+        if parent is None:
+            known = self._records.get(subagent_id)
+            parent = known.parent if known is not None else None
+        fenced = self.session_writes(subagent_id)
+        if fenced is None and parent is not None:
+            fenced = self.session_writes(parent)
+        return fenced.subagents if fenced is not None else self.repository
+
     def _forget(self, subagent_id: str) -> None:
         """Drop an ended child whose ending went where it goes (the repository keeps it)."""
         self._children.pop(subagent_id, None)
         if not any(r.parent == subagent_id for r in self._records.values()):
             self._records.pop(subagent_id, None)
 
-    def busy(self) -> bool:
-        """Whether a child is running or has a result its parent does not have yet."""
-        return any(not c.taken for c in self._children.values())
+    def busy(self, parent: str | None = None) -> bool:
+        """Whether a child (of `parent`) is running or has a result its parent does not have
+        yet."""
+        return any(
+            not c.taken and parent in (None, c.record.parent) for c in self._children.values()
+        )
 
     def _running_children(self, parent: str) -> list[SubagentRecord]:
         return [
@@ -846,11 +909,14 @@ class Subagents:
         if record.delivered:
             return
         parent = self._records.get(record.parent)
+        if parent is None and _CHILD_ID.fullmatch(record.parent):
+            # A parent child that another worker follows (as one worker of several).
+            parent = await self.repository.get(record.parent)
         parent_gone = parent is None and _CHILD_ID.fullmatch(record.parent) is not None
         if parent_gone or (parent is not None and parent.status != "running"):
             # Its parent is a child that ended (or was cancelled) meanwhile: nobody is there to
             # read it, and waking that session for it would run a turn after it was stopped.
-            await self.repository.mark_delivered(record.id)
+            await self._writes(record.id, record.parent).mark_delivered(record.id)
             return
         await self._to_parent(
             host,
@@ -868,7 +934,15 @@ class Subagents:
                 session=record.parent,
             ),
         )
-        await self.repository.mark_delivered(record.id)
+        await self._writes(record.id, record.parent).mark_delivered(record.id)
+
+
+def _goes_with(record: SubagentRecord, session: str | None) -> bool:
+    """Whether the child is taken up with `session` (every child with None): a running one
+    with its own session, an ended one with its parent's."""
+    if session is None:
+        return True
+    return session == (record.id if record.status == "running" else record.parent)
 
 
 def schema_problem(definition: AgentDefinition, value: Any) -> str | None:

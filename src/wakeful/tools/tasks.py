@@ -31,6 +31,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..activity import ActivitySignal
 from ..core.records import TaskRecord as TaskRecord
 from ..core.records import TaskState as TaskState
+from ..core.session_writes import SessionWrites, shared_writes
 from ..events import TOOL_PROGRESS, TOOL_RESULT, Event, Source
 from ..messages import image_attachments
 from .result import ToolResult
@@ -268,6 +269,10 @@ class TaskManager:
         self.keep_finished = keep_finished
         # Notified whenever a task ends, for whoever waits on tasks to settle.
         self.settled = ActivitySignal()
+        # Where a session's task records go instead of `on_change` (see
+        # wakeful.core.session_writes): as one worker of several, the view fenced by the
+        # session's lease, which refuses them once the session moved.
+        self.session_writes: SessionWrites = shared_writes
 
     def start(
         self,
@@ -300,7 +305,12 @@ class TaskManager:
 
     def changed(self, handle: TaskHandle) -> None:
         # Only background work is stored: an inline call lives and dies with its model turn.
-        if self._on_change is not None and handle.background:
+        if not handle.background:
+            return
+        fenced = self.session_writes(handle.session)
+        if fenced is not None:
+            fenced.task_records.save_nowait(handle.record())
+        elif self._on_change is not None:
             self._on_change(handle.record())
 
     async def _run(self, handle: TaskHandle, run: TaskRunner) -> None:

@@ -262,20 +262,14 @@ class WebConsole:
         )
 
     async def _audit_stats(self) -> dict[str, Any]:
+        """Per tool, the audited calls' figures, from the store's audit log on either backend
+        (empty before the runtime has a store)."""
         store = self.runtime.store
-        # The statistics are read from the SQLite file; a store on PostgreSQL has none to show
-        # here yet (`wakeful audit` reads it).
-        path = store.path if store is not None else None
-        if path is None:
+        if store is None:
             return {}
-        from ..safety.audit import stats
-        from ..store.sqlite import Store
+        from ..safety.audit import store_stats
 
-        def read() -> dict[str, Any]:
-            with Store.read_only(path) as reader:
-                return {row.tool: row.to_json() for row in stats(reader)}
-
-        return await anyio.to_thread.run_sync(read)
+        return {row.tool: row.to_json() for row in await store_stats(store)}
 
     async def trajectory(self, request: Request) -> Response:
         session = self.runtime.sessions.get(request.query_params.get("session", self.session))

@@ -148,7 +148,7 @@ class Driver:
             say(fired=fired)
         elif op == "listen":
             listener = store.wakeup_listener(
-                lambda session: say(woken=session, at=time.monotonic()),
+                lambda session, owner: say(woken=session, owner=owner, at=time.monotonic()),
                 lambda: say(missed=True),
             )
             await tg.start(listener.run)

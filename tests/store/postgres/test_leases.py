@@ -197,9 +197,12 @@ async def test_a_fenced_view_writes_only_its_own_session(postgres_url: str) -> N
 @pytest.mark.anyio
 async def test_a_live_worker_name_is_not_taken_twice(postgres_url: str) -> None:
     async with opened(postgres_url) as a, opened(postgres_url) as b:
-        alpha = await a.register_worker(lease_seconds=30, name="alpha")
-        with pytest.raises(UserError, match=r"live worker named 'alpha'.*name of its own"):
-            await b.register_worker(lease_seconds=30, name="alpha")
+        alpha = await a.register_worker(lease_seconds=1, name="alpha")
+        async with anyio.create_task_group() as tg:
+            await tg.start(alpha.keep_leases, lambda lost: None)  # alive: renewing
+            with pytest.raises(UserError, match=r"live worker named 'alpha'.*name of its own"):
+                await b.register_worker(lease_seconds=1, name="alpha")
+            tg.cancel_scope.cancel()
         await alpha.stop()
         again = await b.register_worker(lease_seconds=30, name="alpha")  # stopped: reusable
         assert again.id == "alpha"
@@ -271,6 +274,37 @@ async def test_claim_takes_unowned_sessions_with_pending_events_and_expired_leas
         await alpha.stop()  # a clean stop hands its sessions over at once
         assert [lease.session for lease in await beta.claim()] == ["held"]
         assert {w.id: w.alive for w in await b.workers()} == {"alpha": False, "beta": True}
+
+
+@pytest.mark.anyio
+async def test_claim_takes_released_sessions_that_wait_on_a_person_or_a_child(
+    postgres_url: str,
+) -> None:
+    """A worker that stops cleanly releases sessions with no event pending but work waiting:
+    an open request to a person (its default must still come on time), a child running (its
+    own session), a child's result not handed over (its parent's). Another worker takes them at
+    once; a settled request or a delivered child leaves its session alone."""
+    from test_fencing_more import child, request
+
+    async with opened(postgres_url) as a, opened(postgres_url) as b:
+        alpha = await a.register_worker(lease_seconds=30, name="alpha")
+        beta = await b.register_worker(lease_seconds=30, name="beta")
+        await a.human_requests.add(request("r1", session="asks"))
+        await a.human_requests.add(request("r2", session="settled"))
+        await a.human_requests.close("r2", "answered", "{}", delivered=True)
+        await a.subagents.add(child("child-run", parent="parent-a", root="parent-a"))
+        await a.subagents.add(child("child-done", parent="parent-b", root="parent-b"))
+        await a.subagents.finish("child-done", "done", result="{}")
+        await a.subagents.add(child("child-old", parent="parent-c", root="parent-c"))
+        await a.subagents.finish("child-old", "done", result="{}")
+        await a.subagents.mark_delivered("child-old")
+        sessions = ("asks", "settled", "child-run", "parent-b", "parent-c")
+        for session in sessions:
+            assert await alpha.acquire(session) is not None
+        assert await beta.claim() == []  # all held
+        await alpha.stop()
+        claimed = sorted(lease.session for lease in await beta.claim())
+        assert claimed == ["asks", "child-run", "parent-b"]
 
 
 @pytest.mark.anyio

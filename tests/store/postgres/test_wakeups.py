@@ -46,7 +46,9 @@ async def next_wake(wakes: MemoryObjectReceiveStream[str]) -> str:
 async def test_a_stored_pending_event_wakes_its_session_once_committed(postgres_url: str) -> None:
     send, wakes = anyio.create_memory_object_stream[str](100)
     async with await PostgresStore.open(postgres_url) as store, send, wakes:
-        listener = store.wakeup_listener(send.send_nowait, lambda: send.send_nowait(MISSED))
+        listener = store.wakeup_listener(
+            lambda session, owner: send.send_nowait(session), lambda: send.send_nowait(MISSED)
+        )
         async with anyio.create_task_group() as tg:
             await tg.start(listener.run)
             await store.events.add(user_input("hi", session="s1"))
@@ -72,7 +74,7 @@ async def test_a_stored_pending_event_wakes_its_session_once_committed(postgres_
 @pytest.mark.anyio
 async def test_a_listener_that_cannot_connect_at_the_start_says_so(tmp_path: Path) -> None:
     url = f"postgresql://postgres@/nowhere?host={tmp_path}"
-    listener = WakeupListener(url, lambda session: None, lambda: None)
+    listener = WakeupListener(url, lambda session, owner: None, lambda: None)
     with pytest.raises(StoreError, match=r"(?s)listen for wake-ups.*Check that the server runs"):
         await listener.run()
 
@@ -110,3 +112,35 @@ def woken_until_missed(listener: WorkerProcess) -> list[str]:
     while "missed" not in (notice := listener.notice()):
         woken.append(notice["woken"])
     return woken
+
+
+@pytest.mark.anyio
+async def test_a_wake_up_names_the_live_owner_so_other_workers_need_not_claim(
+    postgres_url: str,
+) -> None:
+    """The owner named is the worker whose lease was live when the event was stored: none for a
+    session nobody holds or whose lease expired. A payload another program sends on the channel
+    is ignored, not taken for a session."""
+    send, wakes = anyio.create_memory_object_stream[tuple[str, str | None]](100)
+    async with await PostgresStore.open(postgres_url) as store, send, wakes:
+        worker = await store.register_worker(lease_seconds=30, name="owner-w1")
+        assert await worker.acquire("held") is not None
+        assert await worker.acquire("lapsed") is not None
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE session_leases SET expires_at = clock_timestamp() WHERE session = 'lapsed'"
+            )
+            conn.execute("SELECT pg_notify('wakeful_events', 'not json')")
+        listener = store.wakeup_listener(
+            lambda session, owner: send.send_nowait((session, owner)), lambda: None
+        )
+        async with anyio.create_task_group() as tg:
+            await tg.start(listener.run)
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute("""SELECT pg_notify('wakeful_events', '["x", 3]')""")
+            for session in ("held", "lapsed", "free"):
+                await store.events.add(user_input("hi", session=session))
+            with anyio.fail_after(5):
+                woken = [await wakes.receive() for _ in range(3)]
+            assert woken == [("held", "owner-w1"), ("lapsed", None), ("free", None)]
+            tg.cancel_scope.cancel()

@@ -23,6 +23,9 @@ __all__ = ["KIND", "EmailChannel", "EmailChannelKind", "EmailChannelSettings", "
 class EmailChannelKind:
     """The "email" channel kind: settings from `[[channels.email]]`, one channel per mailbox."""
 
+    # It follows its mailbox over an IMAP connection of its own: one worker of a cluster at a time.
+    pulls = True
+
     @property
     def kind(self) -> str:
         return "email"

@@ -31,6 +31,10 @@ __all__ = [
 class TelegramChannelKind:
     """The "telegram" channel kind: settings from `[[channels.telegram]]`, one channel per bot."""
 
+    # It long-polls getUpdates, which Telegram answers for one caller per bot (409 Conflict for
+    # the others): one worker of a cluster at a time.
+    pulls = True
+
     @property
     def kind(self) -> str:
         return "telegram"

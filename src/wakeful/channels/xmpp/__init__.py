@@ -31,6 +31,10 @@ __all__ = [
 class XmppChannelKind:
     """The "xmpp" channel kind: settings from `[[channels.xmpp]]`, one channel per account."""
 
+    # It keeps the account logged in and receives over that connection: one worker of a
+    # cluster at a time.
+    pulls = True
+
     @property
     def kind(self) -> str:
         return "xmpp"

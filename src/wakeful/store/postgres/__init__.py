@@ -69,6 +69,10 @@ What is here:
   ``tests/store/postgres/test_leases.py``, ``test_wakeups.py`` and ``test_timer_claims.py`` run
   them with real worker processes (frozen with SIGSTOP, killed with SIGKILL);
   ``bench/wake_across_workers.py`` measures wake-up latency and failover.
+- Role leases (schema version 6, :mod:`.roles`): a channel that pulls (IMAP, Telegram's
+  ``getUpdates``, an XMPP login) runs on the one worker holding the role ``channel:<name>``;
+  the others wait on standby and take it over when its lease expires or is released
+  (:mod:`wakeful.runtime.channels`).
 - CLI commands read PostgreSQL (``--store postgresql://…``) through
   :mod:`wakeful.store.postgres.reader`, on one read-only connection.
 - Tailing events across workers (``wakeful events tail``): two workers' transactions can commit
@@ -83,7 +87,7 @@ Not done yet (the next sessions continue from here):
 - A live tail of the audit log across workers: ``audit_log.rows(after_seq=…)`` pages by seq
   (see :mod:`.audit`), which within one worker misses nothing but across workers would need the
   events' commit-order watermark.
-- The runtime handing every write of a session to its fenced view: see the known gaps in
+- What the runtime still writes unfenced for a session: see the known gaps in
   :mod:`wakeful.runtime.worker`.
 - Full-disk handling: a "kept" write is an ordinary write here (PostgreSQL refuses a write on a
   full disk; nothing is held in memory), and ``StoreFull`` is never raised (``space_short`` is
@@ -102,6 +106,7 @@ from .human_requests import PostgresHumanRequests
 from .idempotency import PostgresIdempotencyKeys
 from .leases import Lease, LeaseLost, LostLease, Renewal, Worker, WorkerInfo
 from .messages import PostgresMessages
+from .roles import PostgresRoleLeases
 from .schema import MIGRATIONS, apply_migrations
 from .store import DEFAULT_POOL_SIZE, FencedStore, PostgresStore
 from .subagents import PostgresSubagents
@@ -126,6 +131,7 @@ __all__ = [
     "PostgresHumanRequests",
     "PostgresIdempotencyKeys",
     "PostgresMessages",
+    "PostgresRoleLeases",
     "PostgresStore",
     "PostgresSubagents",
     "PostgresTasks",

@@ -76,6 +76,15 @@ class PostgresAuditLog:
             for row in rows
         ]
 
+    async def durations(self, since: datetime | None = None) -> list[tuple[str, str, float]]:
+        """(tool, status, duration_ms) of every audited call since `since`, for statistics: only
+        the three columns, so the web console's figures never read the calls' arguments."""
+        sql, params = "SELECT tool, status, duration_ms FROM audit", []
+        if since is not None:
+            sql, params = sql + " WHERE ts >= %s", [since.astimezone(UTC)]
+        rows = await self._access.read(sql, params)
+        return [(tool, status, float(ms)) for tool, status, ms in rows]
+
 
 def audit_from_row(row: Sequence[Any]) -> AuditRow:
     """An audited call from its row (`AUDIT_COLUMNS`), its time as the SQLite store writes it."""

@@ -56,7 +56,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
@@ -72,14 +72,17 @@ from ...errors import SessionMoved, StoreError, UserError
 __all__ = [
     "IDLE_IN_TRANSACTION_TIMEOUT_S",
     "HeldSession",
+    "KeptWorker",
     "Lease",
     "LeaseLost",
     "LostLease",
+    "PrunedWorkers",
     "Renewal",
     "Worker",
     "WorkerInfo",
     "check_lease",
     "list_workers",
+    "prune_workers",
     "register_worker",
 ]
 
@@ -183,7 +186,9 @@ class HeldSession:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """A registered worker, as ``wakeful workers`` shows it (ages by the database's clock)."""
+    """A registered worker, as ``wakeful workers`` shows it (ages by the database's clock).
+    `gone_for_s`: None while it is alive; else the seconds since it stopped, or since its last
+    heartbeat when it lapsed (what ``wakeful workers`` hides old ones by)."""
 
     id: str
     host: str
@@ -193,6 +198,37 @@ class WorkerInfo:
     stopped_at: datetime | None
     alive: bool
     sessions: tuple[HeldSession, ...]
+    gone_for_s: float | None = None
+
+
+@dataclass(frozen=True)
+class KeptWorker:
+    """A stopped or lapsed worker :func:`prune_workers` left in place, and what still names it:
+    unexpired leases, running tasks' records, running idempotency claims."""
+
+    id: str
+    leases: int
+    running_tasks: int
+    running_claims: int
+
+
+@dataclass(frozen=True)
+class PrunedWorkers:
+    """What :func:`prune_workers` did: the workers it removed, and those old enough that it kept
+    because something still names them."""
+
+    removed: tuple[str, ...]
+    kept: tuple[KeptWorker, ...]
+
+
+@dataclass(frozen=True)
+class _Registration:
+    """The unexpired registration that holds a worker's name: where it runs, and in how many
+    seconds (by the database's clock) it expires unless renewed."""
+
+    host: str
+    pid: int
+    expires_in_s: float
 
 
 def _store_error(where: str, what: str, exc: psycopg.Error) -> StoreError:
@@ -204,19 +240,70 @@ def _store_error(where: str, what: str, exc: psycopg.Error) -> StoreError:
     return error
 
 
+# The sessions with work waiting for an owner: pending events, requests to a person not settled
+# (open, or an outcome not handed over), children running (their own session) and children's
+# results not handed over (their parent's). UNION also makes them distinct.
+_WAITING: Final = (
+    "SELECT session FROM events WHERE status = 'pending' "
+    "UNION SELECT session FROM human_requests WHERE status = 'open' OR NOT delivered "
+    "UNION SELECT CASE WHEN status = 'running' THEN id ELSE parent END FROM subagents "
+    "WHERE status = 'running' OR NOT delivered"
+)
+
+
 def _check_seconds(lease_seconds: float) -> None:
     if not lease_seconds > 0:
         raise UserError(f"lease_seconds must be more than 0, got {lease_seconds}.")
+
+
+# A registration's name is free once it stopped or its heartbeat lapsed (its leases, renewed
+# with the heartbeat, have run out too, but for one acquired since the last beat, which its
+# epoch still fences: the restarted run's acquisition gets a new one).
+_NAME_FREE: Final = (
+    "w.stopped_at IS NOT NULL "
+    "OR w.heartbeat_at + make_interval(secs => w.lease_seconds) <= clock_timestamp()"
+)
+# How much longer than the previous registration's time a restart waits before trying again:
+# the database's clock and this process's sleep are not the same clock.
+_EXPIRY_MARGIN_S: Final = 0.2
 
 
 async def register_worker(
     pool: _Pool, where: str, *, lease_seconds: float, name: str | None = None
 ) -> Worker:
     """Register a worker (a ``workers`` row) and return it. `name` gives it a stable id (a
-    restarted worker then finds its own tasks); refused while a live worker has that name."""
+    restarted worker then finds its own tasks). A registration under that name that has not
+    expired yet (a worker killed a moment ago, restarted by its supervisor) is waited for, at
+    most its remaining lease time, logged once; a live worker of that name, which keeps
+    renewing meanwhile, is refused (UserError)."""
     _check_seconds(lease_seconds)
     host, pid = socket.gethostname(), os.getpid()
     worker_id = name or f"{host}-{pid}-{secrets.token_hex(3)}"
+    previous = await _take_name(pool, where, worker_id, host, pid, lease_seconds)
+    if isinstance(previous, _Registration):
+        log.warning(
+            "waiting up to %.1f s for the previous worker named %s (pid %d on %s) to expire",
+            previous.expires_in_s,
+            worker_id,
+            previous.pid,
+            previous.host,
+        )
+        await anyio.sleep(previous.expires_in_s + _EXPIRY_MARGIN_S)
+        previous = await _take_name(pool, where, worker_id, host, pid, lease_seconds)
+    if isinstance(previous, _Registration):
+        raise UserError(
+            f"A live worker named {worker_id!r} (pid {previous.pid} on {previous.host}) is "
+            f"registered on {where}. Give each worker a name of its own, or leave the name out "
+            "to get a unique one."
+        )
+    return Worker(pool, where, worker_id, lease_seconds, registered_at=previous)
+
+
+async def _take_name(
+    pool: _Pool, where: str, worker_id: str, host: str, pid: int, lease_seconds: float
+) -> datetime | _Registration:
+    """Register `worker_id` (its `started_at`) unless an unexpired registration holds the
+    name (that one). A registration deleted meanwhile (pruned) frees the name."""
     try:
         async with pool.connection() as conn:
             cursor = await conn.execute(
@@ -224,27 +311,27 @@ async def register_worker(
                 "VALUES (%s, %s, %s, %s, clock_timestamp(), clock_timestamp()) "
                 "ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
                 "lease_seconds = excluded.lease_seconds, started_at = excluded.started_at, "
-                "heartbeat_at = excluded.heartbeat_at, stopped_at = NULL "
-                "WHERE w.stopped_at IS NOT NULL OR w.heartbeat_at "
-                "+ make_interval(secs => w.lease_seconds) <= clock_timestamp() "
-                "RETURNING id",
+                f"heartbeat_at = excluded.heartbeat_at, stopped_at = NULL WHERE {_NAME_FREE} "
+                "RETURNING started_at",
                 (worker_id, host, pid, lease_seconds),
             )
-            registered = await cursor.fetchone()
-            if registered is None:
-                cursor = await conn.execute(
-                    "SELECT host, pid FROM workers WHERE id = %s", (worker_id,)
-                )
-                other = await cursor.fetchone()
+            taken = await cursor.fetchone()
+            if taken is not None:
+                started: datetime = taken[0]
+                return started
+            cursor = await conn.execute(
+                "SELECT host, pid, extract(epoch FROM heartbeat_at "
+                "+ make_interval(secs => lease_seconds) - clock_timestamp())::double precision "
+                "FROM workers WHERE id = %s",
+                (worker_id,),
+            )
+            holder = await cursor.fetchone()
     except psycopg.Error as exc:
         raise _store_error(where, f"register worker {worker_id}", exc) from exc
-    if registered is None:
-        at = f" (pid {other[1]} on {other[0]})" if other else ""
-        raise UserError(
-            f"A live worker named {worker_id!r}{at} is registered on {where}. Give each worker "
-            "a name of its own, or leave the name out to get a unique one."
-        )
-    return Worker(pool, where, worker_id, lease_seconds)
+    if holder is None:  # pruned between the two statements: the name is free now
+        return await _take_name(pool, where, worker_id, host, pid, lease_seconds)
+    other_host, other_pid, left = holder
+    return _Registration(other_host, int(other_pid), max(float(left), 0.0))
 
 
 async def list_workers(pool: _Pool, where: str) -> list[WorkerInfo]:
@@ -255,7 +342,9 @@ async def list_workers(pool: _Pool, where: str) -> list[WorkerInfo]:
             cursor = await conn.execute(
                 "SELECT w.id, w.host, w.pid, w.started_at, "
                 "extract(epoch FROM clock_timestamp() - w.heartbeat_at)::double precision, "
-                "w.stopped_at, w.lease_seconds, l.session, l.epoch, "
+                "w.stopped_at, w.lease_seconds, "
+                "extract(epoch FROM clock_timestamp() - w.stopped_at)::double precision, "
+                "l.session, l.epoch, "
                 "extract(epoch FROM clock_timestamp() - l.acquired_at)::double precision, "
                 "extract(epoch FROM l.expires_at - clock_timestamp())::double precision "
                 "FROM workers w LEFT JOIN session_leases l "
@@ -266,25 +355,76 @@ async def list_workers(pool: _Pool, where: str) -> list[WorkerInfo]:
     except psycopg.Error as exc:
         raise _store_error(where, "list the workers", exc) from exc
     workers: dict[str, WorkerInfo] = {}
-    for wid, host, pid, started, age, stopped, seconds, session, epoch, held, left in rows:
-        info = workers.get(wid)
-        if info is None:
-            alive = stopped is None and float(age) < float(seconds)
-            info = WorkerInfo(wid, host, int(pid), started, float(age), stopped, alive, ())
+    for wid, host, pid, started, age, stopped, seconds, stopped_for, *lease in rows:
+        info = workers.get(wid) or _worker_info(
+            wid, host, pid, started, float(age), stopped, float(seconds), stopped_for
+        )
+        session, epoch, held, left = lease
         if session is not None:
             held_session = HeldSession(session, int(epoch), float(held), float(left))
-            info = WorkerInfo(
-                info.id,
-                info.host,
-                info.pid,
-                info.started_at,
-                info.heartbeat_age_s,
-                info.stopped_at,
-                info.alive,
-                (*info.sessions, held_session),
-            )
+            info = replace(info, sessions=(*info.sessions, held_session))
         workers[wid] = info
     return list(workers.values())
+
+
+def _worker_info(
+    wid: str,
+    host: str,
+    pid: int,
+    started: datetime,
+    age: float,
+    stopped: datetime | None,
+    lease_seconds: float,
+    stopped_for: float | None,
+) -> WorkerInfo:
+    """A worker without its sessions: alive while not stopped and its heartbeat is younger
+    than its lease; gone since it stopped, or since its last heartbeat when it lapsed."""
+    alive = stopped is None and age < lease_seconds
+    gone_for = None if alive else (age if stopped_for is None else float(stopped_for))
+    return WorkerInfo(wid, host, int(pid), started, age, stopped, alive, (), gone_for)
+
+
+async def prune_workers(pool: _Pool, where: str, *, older_than_s: float) -> PrunedWorkers:
+    """Delete the rows of workers stopped, or lapsed, more than `older_than_s` seconds ago (by
+    the database's clock), except those still named by an unexpired lease, a running task's
+    record or a running idempotency claim (a restart under that name, or the claim's
+    outcome, still needs them). A live worker is never removed: one statement re-checks each
+    row as it deletes it, so a worker re-registering meanwhile keeps its row."""
+    if not older_than_s >= 0:
+        raise UserError(f"older_than_s must be 0 or more, got {older_than_s}.")
+    gone = (
+        "(w.stopped_at IS NOT NULL OR w.heartbeat_at + make_interval(secs => w.lease_seconds) "
+        "<= clock_timestamp()) AND coalesce(w.stopped_at, w.heartbeat_at) "
+        "<= clock_timestamp() - make_interval(secs => %(age)s::double precision)"
+    )
+    try:
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                "WITH old AS (SELECT w.id, "
+                "(SELECT count(*) FROM session_leases l "
+                "WHERE l.owner = w.id AND l.expires_at > clock_timestamp()) AS leases, "
+                "(SELECT count(*) FROM tasks t WHERE t.worker = w.id AND t.state = 'running') "
+                "AS tasks, "
+                "(SELECT count(*) FROM idempotency_keys k "
+                "WHERE k.worker = w.id AND k.state = 'running') AS claims "
+                f"FROM workers w WHERE {gone}), "
+                "removed AS (DELETE FROM workers w USING old WHERE w.id = old.id "
+                f"AND old.leases = 0 AND old.tasks = 0 AND old.claims = 0 AND {gone} "
+                "RETURNING w.id) "
+                "SELECT old.id, old.leases, old.tasks, old.claims, "
+                "old.id IN (SELECT id FROM removed) FROM old ORDER BY old.id",
+                {"age": older_than_s},
+            )
+            rows = await cursor.fetchall()
+    except psycopg.Error as exc:
+        raise _store_error(where, "prune the workers", exc) from exc
+    removed = tuple(wid for wid, *_, deleted in rows if deleted)
+    kept = tuple(
+        KeptWorker(wid, int(leases), int(tasks), int(claims))
+        for wid, leases, tasks, claims, deleted in rows
+        if not deleted
+    )
+    return PrunedWorkers(removed, kept)
 
 
 class Worker:
@@ -294,9 +434,20 @@ class Worker:
     the leases it holds (:attr:`held`), and :meth:`renew` renews all of them in one statement.
     """
 
-    def __init__(self, pool: _Pool, where: str, worker_id: str, lease_seconds: float) -> None:
+    def __init__(
+        self,
+        pool: _Pool,
+        where: str,
+        worker_id: str,
+        lease_seconds: float,
+        *,
+        registered_at: datetime | None = None,
+    ) -> None:
         _check_seconds(lease_seconds)
         self.id = worker_id
+        # When this run registered (`workers.started_at`): what tells its row from that of a
+        # later run under the same name; None for a Worker made by hand (tests).
+        self.registered_at = registered_at
         self.lease_seconds = lease_seconds
         self.held: dict[str, Lease] = {}
         self._pool = pool
@@ -322,6 +473,8 @@ class Worker:
         try:
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(f"SET LOCAL lock_timeout = {ACQUIRE_LOCK_TIMEOUT_MS}")
+                if not await self._still_registered(conn):
+                    return None
                 await conn.execute(
                     "INSERT INTO session_leases (session) VALUES (%s) ON CONFLICT DO NOTHING",
                     (session,),
@@ -359,6 +512,18 @@ class Worker:
             ) from exc
         return self._hold(Lease(session, self.id, int(updated[0]), updated[1]), since)
 
+    async def _still_registered(self, conn: _Connection) -> bool:
+        """In the caller's transaction: whether the name's registration is still this run's,
+        its row locked until the transaction ends (a restart under the name waits for it); a
+        run replaced by a restart under its name (it froze past its lease) takes nothing more."""
+        if self.registered_at is None:
+            return True
+        cursor = await conn.execute(
+            "SELECT 1 FROM workers WHERE id = %s AND started_at = %s FOR KEY SHARE",
+            (self.id, self.registered_at),
+        )
+        return await cursor.fetchone() is not None
+
     async def renew(self) -> Renewal:
         """Renew every lease this worker holds, and its heartbeat, in one statement; the leases
         that were taken over or expired meanwhile are dropped from :attr:`held` and returned as
@@ -370,7 +535,8 @@ class Worker:
                 cursor = await conn.execute(
                     "WITH held AS (SELECT * FROM unnest(%s::text[], %s::bigint[]) "
                     "AS h(session, epoch)), "
-                    "beat AS (UPDATE workers SET heartbeat_at = clock_timestamp() WHERE id = %s), "
+                    "beat AS (UPDATE workers SET heartbeat_at = clock_timestamp() WHERE id = %s "
+                    "AND started_at = coalesce(%s, started_at)), "
                     f"renewed AS (UPDATE session_leases l SET renewed_at = clock_timestamp(), "
                     f"expires_at = {_EXPIRY} FROM held WHERE l.session = held.session "
                     "AND l.epoch = held.epoch AND l.owner = %s "
@@ -383,6 +549,7 @@ class Worker:
                         [lease.session for lease in held],
                         [lease.epoch for lease in held],
                         self.id,
+                        self.registered_at,
                         self.lease_seconds,
                         self.id,
                     ),
@@ -419,9 +586,11 @@ class Worker:
         return cursor.rowcount == 1
 
     async def claim(self, limit: int = 10) -> list[Lease]:
-        """Take up to `limit` sessions nobody holds: unowned sessions with pending events and
-        sessions whose lease expired (their worker died or was cut off). Claimers running
-        together never take the same session (``FOR UPDATE SKIP LOCKED``)."""
+        """Take up to `limit` sessions nobody holds: unowned sessions with work waiting (pending
+        events, a request to a person not settled, a child running or its result not handed
+        over: a worker that stopped cleanly released them) and sessions whose lease expired
+        (their worker died or was cut off). Claimers running together never take the same
+        session (``FOR UPDATE SKIP LOCKED``)."""
         if limit < 1:
             raise UserError(f"limit must be at least 1, got {limit}.")
         since = time.monotonic()
@@ -433,15 +602,17 @@ class Worker:
                 # rows wait for each other in one order, never in a cycle.
                 await conn.execute(
                     "INSERT INTO session_leases (session) "
-                    "SELECT DISTINCT session FROM events WHERE status = 'pending' "
+                    f"SELECT session FROM ({_WAITING}) AS waiting "
                     "ORDER BY session ON CONFLICT DO NOTHING"
                 )
             async with self._pool.connection() as conn, conn.transaction():
+                if not await self._still_registered(conn):
+                    return []  # a later run took this worker's name: it claims, not this one
                 cursor = await conn.execute(
                     "WITH picked AS (SELECT l.session, l.owner AS previous FROM session_leases l "
                     "WHERE l.session IN (SELECT session FROM session_leases "
                     "WHERE owner IS NOT NULL AND expires_at <= clock_timestamp() "
-                    "UNION SELECT session FROM events WHERE status = 'pending') "
+                    f"UNION {_WAITING}) "
                     "AND (l.owner IS NULL OR l.expires_at <= clock_timestamp()) "
                     "ORDER BY l.session LIMIT %s FOR UPDATE OF l SKIP LOCKED) "
                     "UPDATE session_leases l SET owner = %s, epoch = l.epoch + 1, "
@@ -460,17 +631,23 @@ class Worker:
     async def stop(self) -> None:
         """Release every lease of this worker and mark it stopped (a clean shutdown: its
         sessions can be claimed at once instead of after their leases expire)."""
+        held = list(self.held.values())
         self.held.clear()
         self._confirmed.clear()
         try:
             async with self._pool.connection() as conn, conn.transaction():
+                # Only this run's leases and row: a lease under its name with another epoch, or
+                # a row with another start, is a later run's (a restart that took the name).
                 await conn.execute(
-                    "UPDATE session_leases SET owner = NULL, expires_at = clock_timestamp() "
-                    "WHERE owner = %s",
-                    (self.id,),
+                    "UPDATE session_leases l SET owner = NULL, expires_at = clock_timestamp() "
+                    "FROM unnest(%s::text[], %s::bigint[]) AS h(session, epoch) "
+                    "WHERE l.session = h.session AND l.epoch = h.epoch AND l.owner = %s",
+                    ([lease.session for lease in held], [lease.epoch for lease in held], self.id),
                 )
                 await conn.execute(
-                    "UPDATE workers SET stopped_at = clock_timestamp() WHERE id = %s", (self.id,)
+                    "UPDATE workers SET stopped_at = clock_timestamp() WHERE id = %s "
+                    "AND started_at = coalesce(%s, started_at)",
+                    (self.id, self.registered_at),
                 )
         except psycopg.Error as exc:
             raise _store_error(self._where, f"stop worker {self.id}", exc) from exc

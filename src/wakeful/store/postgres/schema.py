@@ -289,6 +289,22 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX events_by_xid ON events (xid, seq)",
         ),
     ),
+    # Version 6: roles one worker holds at a time (:mod:`.roles`): a channel that pulls from its
+    # source runs only on the worker holding "channel:<name>". A row per role ever taken, kept
+    # on release (owner NULL) so that `epoch` only ever grows.
+    Migration(
+        "role leases, for channels run by one worker at a time",
+        (
+            """CREATE TABLE role_leases (
+                role text PRIMARY KEY,
+                owner text,
+                epoch bigint NOT NULL DEFAULT 0,
+                acquired_at timestamptz,
+                renewed_at timestamptz,
+                expires_at timestamptz
+            )""",
+        ),
+    ),
 )
 
 

@@ -34,12 +34,13 @@ from .leases import (
     register_worker,
 )
 from .messages import PostgresMessages
+from .roles import PostgresRoleLeases
 from .schema import apply_migrations
 from .subagents import PostgresSubagents
 from .tasks import PostgresTasks
 from .timers import PostgresTimers
 from .trajectories import PostgresTrajectories
-from .wakeups import WakeupListener
+from .wakeups import OnWake, WakeupListener
 
 __all__ = ["DEFAULT_POOL_SIZE", "FencedStore", "PostgresStore"]
 
@@ -153,6 +154,11 @@ class PostgresStore(RepositoryMethods):
         self._access.worker = worker.id
         return worker
 
+    def role_leases(self, owner: str, *, lease_seconds: float) -> PostgresRoleLeases:
+        """The roles worker `owner` holds one at a time among the workers (see :mod:`.roles`):
+        the runtime runs a channel that pulls only while it holds the channel's role."""
+        return PostgresRoleLeases(self._access.pool, self.where, owner, lease_seconds)
+
     async def workers(self) -> list[WorkerInfo]:
         """Every registered worker with the sessions it holds (``wakeful workers``)."""
         return await list_workers(self._access.pool, self.where)
@@ -178,9 +184,7 @@ class PostgresStore(RepositoryMethods):
             PostgresHumanRequests(self._access, lease),
         )
 
-    def wakeup_listener(
-        self, on_wake: Callable[[str], None], on_missed: Callable[[], None]
-    ) -> WakeupListener:
+    def wakeup_listener(self, on_wake: OnWake, on_missed: Callable[[], None]) -> WakeupListener:
         """A listener for the sessions that get pending events, on a connection of its own (run
         its :meth:`~WakeupListener.run` in the worker's task group)."""
         url = self._access.pool.conninfo

@@ -2,6 +2,13 @@
 listens, so the worker that owns the session (or, for an unowned one, a worker that claims it)
 is woken within milliseconds instead of at its next poll.
 
+Each notification names the session and the worker that held its lease when the event was stored
+(none when nobody held it, or its lease had expired): the owner hands the event to the session,
+and the other workers ignore it instead of each starting a claim pass for a session that is
+taken. Only a session without a live owner sends the workers claiming. Should the named owner be
+dead, its lease expires and the workers' periodic claim pass takes the session, as it would
+without the event.
+
 The notification is sent with ``pg_notify`` in the transaction that stores the event, so it is
 delivered only if that transaction commits, and only after it has (a listener woken for a session
 always finds its event stored). PostgreSQL merges identical notifications of one transaction, so
@@ -16,6 +23,7 @@ lost between; at worst a session is woken twice, which costs one empty look.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -28,11 +36,18 @@ from psycopg.rows import TupleRow
 from ...errors import StoreError
 from .access import database_name
 
-__all__ = ["LISTENER_APPLICATION_NAME", "WAKEUP_CHANNEL", "WakeupListener", "notify_sessions"]
+__all__ = [
+    "LISTENER_APPLICATION_NAME",
+    "WAKEUP_CHANNEL",
+    "OnWake",
+    "WakeupListener",
+    "notify_sessions",
+]
 
 log = logging.getLogger(__name__)
 
-# The LISTEN/NOTIFY channel of the store's wake-ups; its payload is a session name.
+# The LISTEN/NOTIFY channel of the store's wake-ups; its payload is the JSON array [session,
+# owner], owner null when no worker held the session's lease.
 WAKEUP_CHANNEL: Final = "wakeful_events"
 # The listener's connection shows under this name in pg_stat_activity.
 LISTENER_APPLICATION_NAME: Final = "wakeful-wakeups"
@@ -44,18 +59,38 @@ RECONNECT_DELAY_S: Final = (0.05, 5.0)
 
 
 async def notify_sessions(conn: psycopg.AsyncConnection[TupleRow], sessions: Iterable[str]) -> None:
-    """In the caller's transaction: wake the listeners of each of `sessions` once it commits."""
+    """In the caller's transaction: wake the listeners of each of `sessions` once it commits,
+    naming the worker whose lease on it is live now, if any."""
     unique = sorted(set(sessions))
     if unique:
         await conn.execute(
-            "SELECT pg_notify(%s, s) FROM unnest(%s::text[]) AS s", (WAKEUP_CHANNEL, unique)
+            "SELECT pg_notify(%s, json_build_array(s, l.owner)::text) "
+            "FROM unnest(%s::text[]) AS s LEFT JOIN session_leases l ON l.session = s "
+            "AND l.owner IS NOT NULL AND l.expires_at > clock_timestamp()",
+            (WAKEUP_CHANNEL, unique),
         )
+
+
+# Called with a woken session and the worker that held its lease when its event was stored
+# (None: nobody did).
+OnWake = Callable[[str, str | None], None]
+
+
+def _parsed(payload: str) -> tuple[str, str | None] | None:
+    try:
+        session, owner = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(session, str) or not isinstance(owner, str | None):
+        return None
+    return session, owner
 
 
 class WakeupListener:
     """Listens, on a connection of its own, for the sessions that got pending events.
 
-    :meth:`run` (in the worker's task group) calls `on_wake(session)` for each notification and
+    :meth:`run` (in the worker's task group) calls `on_wake(session, owner)` for each notification
+    (owner: the worker holding the session's lease when the event was stored, or None) and
     `on_missed()` after each reconnection, once listening again (see the module docs). Both are
     called on the event loop and must return quickly (hand the session on to a stream, set an
     event).
@@ -64,7 +99,7 @@ class WakeupListener:
     def __init__(
         self,
         url: str,
-        on_wake: Callable[[str], None],
+        on_wake: OnWake,
         on_missed: Callable[[], None],
         *,
         probe_every_s: float = PROBE_EVERY_S,
@@ -121,7 +156,11 @@ class WakeupListener:
                 listening()
                 while True:
                     async for notify in conn.notifies(timeout=self._probe_every_s):
-                        self._on_wake(notify.payload)
+                        woken = _parsed(notify.payload)
+                        if woken is None:  # not ours: another program on the channel
+                            log.warning("Ignored a wake-up not from wakeful: %r", notify.payload)
+                            continue
+                        self._on_wake(*woken)
                     # Quiet for a while: make sure the connection is still there (a partition
                     # shows no error until something is sent).
                     with anyio.fail_after(PROBE_TIMEOUT_S):

@@ -1,0 +1,157 @@
+"""Roles on PostgreSQL that one worker holds at a time: a channel that pulls from its source (an
+IMAP mailbox, a Telegram bot's getUpdates, an XMPP login) runs only on the worker holding the
+role "channel:<full name>" (:class:`wakeful.runtime.channels.RuntimeChannels`).
+
+A role is a ``role_leases`` row naming its `owner` (a worker id) with an `expires_at`; taking it
+(free, expired, or left by an earlier run under the same worker name) gives a new `epoch`, and
+renewing it is one ``UPDATE`` that matches owner, epoch and an unexpired lease, so a renewal
+after the role moved finds no row and reports it lost. Every time is the database's
+(``clock_timestamp()``), as for session leases (:mod:`.leases`), so workers' clocks play no part.
+Each operation is one autocommitted statement: no transaction stays open on a worker's side,
+so a worker frozen mid-call holds no row lock.
+
+Lease rows rather than advisory locks: an advisory lock lives as long as its connection, so a
+frozen process (SIGSTOP, a long pause) or one cut off from the database keeps its lock, and the
+channel stays unread, until the server notices the dead connection (minutes, or never for a
+frozen one whose TCP connection stays up); a lease expires after `lease_seconds` by the
+database's clock whatever the holder does, and its epoch tells a holder that it lost it.
+
+Failure modes, and what happens:
+
+- **The holder dies** (kill -9): it stops renewing; after `lease_seconds` another worker's next
+  attempt takes the role (standby workers try every third of the lease).
+- **The holder freezes** past its lease: another worker takes the role. When the holder resumes,
+  its renewal finds the row taken and reports the role lost, and the runtime cancels the
+  channel. The runtime also refuses the channel's cursor writes once its own monotonic clock
+  says the lease may have expired, so a resumed holder does not write a cursor before it learns
+  of the loss (a write already past that check can still commit: the check is not in the
+  write's transaction, unlike a session's fenced writes).
+- **The database cannot be reached**: renewals fail; the runtime stops the channel after the
+  first failed renewal (well before the lease ends) and tries to take the role again; an
+  earlier run's row under the same worker name is taken over at once.
+- **A clean stop**: the role is released (owner NULL, expired now), so a standby worker takes
+  it at its next attempt instead of after the lease time.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from ...core.channel import RoleHolder, RoleLease
+from ...errors import StoreError, UserError
+
+__all__ = ["PostgresRoleLeases"]
+
+_Connection = psycopg.AsyncConnection[TupleRow]
+_Pool = AsyncConnectionPool[_Connection]
+
+_EXPIRY: Final = "clock_timestamp() + make_interval(secs => %s::double precision)"
+
+# One statement: a new role's row is inserted held; an existing row is taken only when nobody
+# holds it, its lease expired, or an earlier run of this worker holds it. Two takers at once:
+# the second's conflict waits for the first's commit and re-checks the condition on the row it
+# wrote, so exactly one of them gets a row back.
+_TAKE: Final = (
+    "INSERT INTO role_leases AS r (role, owner, epoch, acquired_at, renewed_at, expires_at) "
+    f"VALUES (%s, %s, 1, clock_timestamp(), clock_timestamp(), {_EXPIRY}) "
+    "ON CONFLICT (role) DO UPDATE SET owner = excluded.owner, epoch = r.epoch + 1, "
+    "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, "
+    "expires_at = excluded.expires_at "
+    "WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= clock_timestamp() "
+    "RETURNING epoch, expires_at"
+)
+_RENEW: Final = (
+    f"UPDATE role_leases SET renewed_at = clock_timestamp(), expires_at = {_EXPIRY} "
+    "WHERE role = %s AND owner = %s AND epoch = %s AND expires_at > clock_timestamp() "
+    "RETURNING expires_at"
+)
+_RELEASE: Final = (
+    "UPDATE role_leases SET owner = NULL, expires_at = clock_timestamp() "
+    "WHERE role = %s AND owner = %s AND epoch = %s"
+)
+_HOLDER: Final = (
+    "SELECT owner, epoch, extract(epoch FROM expires_at - clock_timestamp())::double precision "
+    "FROM role_leases WHERE role = %s AND owner IS NOT NULL AND expires_at > clock_timestamp()"
+)
+
+
+class PostgresRoleLeases:
+    """The roles one worker (`owner`) takes, renews and releases on a PostgreSQL store (see the
+    module docs); a :class:`wakeful.core.channel.RoleLeases`. Use
+    ``PostgresStore.role_leases(owner, lease_seconds=…)``."""
+
+    def __init__(self, pool: _Pool, where: str, owner: str, lease_seconds: float) -> None:
+        if not lease_seconds > 0:
+            raise UserError(
+                f"lease_seconds of role leases must be more than 0, got {lease_seconds}; use "
+                "the workers' lease time ([store] lease_seconds, 15 s by default)."
+            )
+        if not owner:
+            raise UserError("Role leases need the id of the worker that holds them; got ''.")
+        self._pool = pool
+        self._where = where
+        self._owner = owner
+        self._lease_seconds = lease_seconds
+
+    @property
+    def owner(self) -> str:
+        return self._owner
+
+    @property
+    def lease_seconds(self) -> float:
+        return self._lease_seconds
+
+    async def take(self, role: str) -> RoleLease | None:
+        """Take `role` (a new epoch) unless another worker holds an unexpired lease on it."""
+        row = await self._one(
+            _TAKE, (role, self._owner, self._lease_seconds), f"take the role {role!r}"
+        )
+        if row is None:
+            return None
+        return RoleLease(role, self._owner, int(row[0]), row[1])
+
+    async def renew(self, lease: RoleLease) -> RoleLease | None:
+        """Extend `lease` by the lease time from now, in one statement; None when the role was
+        taken over, released or had expired (it is lost: stop acting on it)."""
+        row = await self._one(
+            _RENEW,
+            (self._lease_seconds, lease.role, lease.owner, lease.epoch),
+            f"renew the role {lease.role!r}",
+        )
+        if row is None:
+            return None
+        return RoleLease(lease.role, lease.owner, lease.epoch, row[0])
+
+    async def release(self, lease: RoleLease) -> bool:
+        """Give the role up at once; False when `lease` no longer held it."""
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(_RELEASE, (lease.role, lease.owner, lease.epoch))
+        except psycopg.Error as exc:
+            raise self._error(f"release the role {lease.role!r}", exc) from exc
+        return cursor.rowcount == 1
+
+    async def holder(self, role: str) -> RoleHolder | None:
+        """Who holds `role` now (an unexpired lease), by the database's clock; None if nobody."""
+        row = await self._one(_HOLDER, (role,), f"read who holds the role {role!r}")
+        if row is None:
+            return None
+        return RoleHolder(str(row[0]), int(row[1]), float(row[2]))
+
+    async def _one(self, query: str, params: tuple[object, ...], what: str) -> TupleRow | None:
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(query.encode(), params)
+                return await cursor.fetchone()
+        except psycopg.Error as exc:
+            raise self._error(what, exc) from exc
+
+    def _error(self, what: str, exc: psycopg.Error) -> StoreError:
+        return StoreError(
+            f"Could not {what} for worker {self._owner} on {self._where}: {str(exc).strip()}. "
+            "Check that the server runs and is reachable; the role is tried again."
+        )
