@@ -259,3 +259,33 @@ async def test_a_request_of_a_session_that_moved_is_followed_by_its_new_owner_on
 def delivered_request(url: str, request_id: str) -> bool:
     [(done,)] = sql(url, "SELECT delivered FROM human_requests WHERE id = %s", (request_id,))
     return bool(done)
+
+
+async def test_the_views_of_sessions_lost_long_ago_are_dropped_but_recent_ones_still_refuse(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker keeps the last fenced view of a session it lost so that a late write is refused,
+    not made unfenced; it keeps a bounded number of views (here 3, the owned ones counted), those
+    of the sessions owned most recently."""
+    from wakeful.runtime import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "LOST_VIEWS_KEPT", 3)
+    async with worker(postgres_url, tmp_path / "a", "alpha") as alpha:
+        assert alpha.cluster is not None and alpha.cluster.ownership is not None
+        cluster, ownership = alpha.cluster, alpha.cluster.ownership
+        for number in range(4):
+            session = f"chat{number}"
+            await alpha.submit(user_input("hello", session=session))
+            await replies_stored(postgres_url, session, 1)
+            loaded = alpha.sessions[session]
+            await until(lambda: loaded.idle and not cluster.settling)  # noqa: B023 - awaited here
+            assert await ownership.release(session)
+        await alpha.submit(user_input("hello", session="chat4"))  # its claim drops the oldest
+        await replies_stored(postgres_url, "chat4", 1)
+        # The two lost most recently still refuse a late write; the older ones are forgotten
+        # (their writes, long over, would go to the shared store).
+        assert ownership.sessions == ["chat4"]
+        for session in ("chat2", "chat3"):
+            with pytest.raises(SessionMoved):
+                await alpha.outbox.send(session, "late")
+        assert [alpha.cluster.fenced(s) is None for s in ("chat0", "chat1")] == [True, True]

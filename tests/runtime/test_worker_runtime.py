@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
 
+import anyio.lowlevel
 import psycopg
 
 from wakeful.core.records import TaskRecord
@@ -188,3 +189,30 @@ async def test_a_cluster_needs_a_postgres_store(tmp_path: Path) -> None:
         async with rt:
             pass
     assert raised.group_contains(UserError, match="Workers share a PostgreSQL store")
+
+
+@pytest.mark.parametrize("yield_first", [False, True])
+async def test_an_event_routed_while_its_session_is_being_taken_over_is_handled_once(
+    postgres_url: str, tmp_path: Path, yield_first: bool
+) -> None:
+    """A claim pass (woken by an event stored elsewhere) takes a session over, and before or
+    while the take-over runs an event for it is submitted on this worker: that event reaches the
+    session exactly once, with the one the take-over found (before, it was handed twice, or
+    handed to a copy the take-over then dropped and never handed again)."""
+    first, second = user_input("first", session="chat"), user_input("second", session="chat")
+    async with worker(postgres_url, tmp_path / "a", "alpha") as alpha:
+        assert alpha.cluster is not None and alpha.cluster.ownership is not None
+        async with await PostgresStore.open(postgres_url, pool_size=1) as other:
+            await other.events.add(first)
+        await alpha.cluster.ownership.claim_pass()  # the take-over is spawned, not yet run
+        if yield_first:
+            await anyio.lowlevel.checkpoint()  # the take-over starts
+        await alpha.submit(second)
+        with anyio.fail_after(15):
+            while (await stored(postgres_url, "chat"))[1] != {"consumed": 2}:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+            await alpha.wait_idle()
+        trajectory, _ = await stored(postgres_url, "chat")
+    carried = [i for m in trajectory if isinstance(m, UserMessage) for i in m.event_ids]
+    assert sorted(carried) == sorted([first.id, second.id])
+    assert check_trajectory(trajectory) == []

@@ -103,6 +103,11 @@ DEFAULT_IDLE_RELEASE_S: Final = 300.0
 # How long stopping may take to release the leases before the process ends anyway (they then
 # expire after the lease time).
 STOP_TIMEOUT_S: Final = 5.0
+# How many last fenced views of sessions owned here a worker keeps, the owned ones counted: a
+# session lost keeps its view so that a write still under way for it is refused, never made
+# unfenced; past that the views of the sessions taken longest ago and lost since are dropped,
+# long after any write of theirs ended.
+LOST_VIEWS_KEPT: Final = 10_000
 
 
 class SessionHandler(Protocol):
@@ -453,6 +458,9 @@ class SessionCluster:
         self._handed: dict[str, set[str]] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._in_flight = 0
+        # Take-overs spawned and not yet over, by session: an event routed to such a session is
+        # handed by the take-over (or a catch-up after it), never directly as well.
+        self._taking_over: dict[str, int] = {}
         self._settled = anyio.Event()
         self._on_settled: Callable[[], None] = lambda: None
 
@@ -543,7 +551,18 @@ class SessionCluster:
             return None
         where = await self.ownership.route(event.session)
         if where is Route.HERE:
-            self._handed.setdefault(event.session, set()).add(event.id)
+            handed = self._handed.setdefault(event.session, set())
+            if event.id in handed:  # handed already, with its session's pending events
+                return Decision(Strategy.QUEUE, reason="handed already", wake=False)
+            view = self.ownership.view(event.session)
+            if self._taking_over.get(event.session) and view is not None:
+                # A take-over of this worker (a claim pass that saw the event's notification)
+                # is under way: it reloads the session and hands it its pending events; one
+                # catch-up after it hands what it read too early to see.
+                self._spawn(self._catch_up, event.session, view)
+                reason = "the session is being taken over here; the event is handed with it"
+                return Decision(Strategy.QUEUE, reason=reason, wake=False)
+            handed.add(event.id)
             return None
         if where is Route.TAKEN:
             reason = "the session was taken over here; its pending events are handed with it"
@@ -557,14 +576,30 @@ class SessionCluster:
         # A new lease: nothing handed under it yet. Reset now, not when the take-over runs: an
         # event routed here meanwhile is handed directly and must not be handed again.
         self._handed[session] = set()
-        self._last_views[session] = store
+        self._last_views.pop(session, None)
+        self._last_views[session] = store  # the newest last: dropped last
+        self._drop_old_views()
+        self._taking_over[session] = self._taking_over.get(session, 0) + 1
         self._spawn(self._take_over, session, store)
+
+    def _drop_old_views(self) -> None:
+        excess = len(self._last_views) - LOST_VIEWS_KEPT
+        if excess <= 0 or self.ownership is None:
+            return
+        ownership = self.ownership
+        for session in [s for s in self._last_views if ownership.view(s) is None][:excess]:
+            del self._last_views[session]
 
     def woken(self, session: str, store: FencedStore) -> None:
         self._spawn(self._catch_up, session, store)
 
     def lost(self, session: str) -> None:
         self._handed.pop(session, None)
+        lock = self._locks.get(session)
+        if lock is not None and not lock.locked():
+            # A hand-off still waiting on it finds its view stale and returns; a new lease's
+            # hand-offs get a new lock.
+            del self._locks[session]
         if self._forget is not None:
             self._forget(session)
 
@@ -610,6 +645,10 @@ class SessionCluster:
             # Left pending: the next wake-up, poll or owner picks the events up again.
             log.warning("Could not hand session %r its pending events: %s", session, exc)
         finally:
+            if work == self._take_over:
+                left = self._taking_over.pop(session, 1) - 1
+                if left:
+                    self._taking_over[session] = left
             self._in_flight -= 1
             if not self._in_flight:
                 self._settled.set()
