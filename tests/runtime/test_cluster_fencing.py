@@ -289,3 +289,46 @@ async def test_the_views_of_sessions_lost_long_ago_are_dropped_but_recent_ones_s
             with pytest.raises(SessionMoved):
                 await alpha.outbox.send(session, "late")
         assert [alpha.cluster.fenced(s) is None for s in ("chat0", "chat1")] == [True, True]
+
+
+async def test_a_parents_children_followed_by_another_worker_count_against_its_limits(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """subagents.max_children holds for the parent wherever its children run: a child of `chat`
+    that another worker follows (its session is leased there) counts when `chat`'s worker
+    spawns another."""
+    from wakeful.core.records import SubagentRecord
+    from wakeful.subagents.limits import SubagentLimits
+    from wakeful.subagents.manager import SubagentError
+
+    limits = SubagentLimits(max_children=1)
+    async with worker(
+        postgres_url, tmp_path / "a", "alpha", agents=[HELPER], subagent_limits=limits
+    ) as alpha:
+        await alpha.submit(user_input("hello", session="chat"))
+        await replies_stored(postgres_url, "chat", 1)
+        assert alpha.store is not None and alpha.subagents is not None
+        # A child of chat, running, followed by worker "beta" (which holds its session).
+        await alpha.store.subagents.add(
+            SubagentRecord(
+                id="sa_elsewhere",
+                parent="chat",
+                parent_call="call-1",
+                root="sa_elsewhere",
+                depth=1,
+                agent="helper",
+                task="Book the hotel.",
+                mode="async",
+                status="running",
+                created_at="2026-12-02T06:00:00+00:00",
+            )
+        )
+        sql(
+            postgres_url,
+            "INSERT INTO session_leases (session, owner, epoch, expires_at) VALUES "
+            "('sa_elsewhere', 'beta', 1, clock_timestamp() + interval '1 minute')",
+        )
+        with pytest.raises(SubagentError, match=r"1 of your children are running.*max_children"):
+            await alpha.subagents.spawn(
+                "chat", "call-2", agent="helper", task="Book the car.", mode="async"
+            )

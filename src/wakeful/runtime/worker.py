@@ -50,11 +50,14 @@ Known gaps:
   result for its parent, a person's answer) are stored unfenced: they are handed to their
   session's owner, and the last two have ids that make a repeat a duplicate.
 - Taking up one session's requests reads every unsettled request (the repository has no
-  per-session query); the limits on running children count those followed on this worker only.
-- A session released by a clean stop with an open request or a running child but no pending
-  event is taken over (and those taken up) only when an event comes for it or a worker starts:
-  a claim pass looks for pending events and expired leases only.
-- The last view of every session once owned here is kept for the life of the process.
+  per-session query). The limits on running children count the parent's and the tree's running
+  children from the store too, but two workers spawning in one tree at the same moment can
+  both pass the check (it is not a transaction).
+
+A session a clean stop released with an open request to a person or a child running (or a result
+not handed over) but no pending event is claimed by the next claim pass anywhere, like one with
+pending events (:meth:`~wakeful.store.postgres.Worker.claim`), so a request's default still
+comes on time. The last views of lost sessions are bounded (`LOST_VIEWS_KEPT`).
 """
 
 from __future__ import annotations

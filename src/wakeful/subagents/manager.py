@@ -349,7 +349,7 @@ class Subagents:
                 f"A child here would be at depth {depth}, over the limit of {limits.max_depth} "
                 "(subagents.max_depth): do this part yourself, or hand it back to your parent."
             )
-        running = [c.record for c in self._children.values() if c.record.status == "running"]
+        running = await self._running_near(parent, root if root != subagent_id else None)
         mine = [r for r in running if r.parent == parent]
         if len(mine) >= limits.max_children:
             raise SubagentError(
@@ -511,6 +511,21 @@ class Subagents:
             counted = self._count_tokens(child) if child is not None else 0
             total += max(record.tokens, counted)
         return total
+
+    async def _running_near(self, parent: str, root: str | None) -> list[SubagentRecord]:
+        """The children running now among `parent`'s and those of the tree `root` (None: a new
+        tree): those followed here, and those the store says are running, which other workers of
+        a cluster may follow (the limits hold for the whole tree, wherever its children run)."""
+        running = {
+            c.record.id: c.record for c in self._children.values() if c.record.status == "running"
+        }
+        stored = await self.repository.children(parent)
+        if root is not None:
+            stored += await self._tree(root)
+        for record in stored:
+            if record.status == "running":
+                running.setdefault(record.id, record)
+        return list(running.values())
 
     async def _tree(self, root: str) -> list[SubagentRecord]:
         """Every child of the tree `root` names (it, and all its descendants), ended or
