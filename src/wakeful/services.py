@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .clock import Clock
+from .core.channel import HandedOver
 from .core.records import (
     DeliveryState,
     MessageAttachment,
@@ -348,12 +349,16 @@ class Outbox:
         return None
 
     async def _hand(self, message: OutboundMessage, name: str) -> bool:
-        """Hand `message` to channel `name` and record how it went; False when it failed."""
+        """Hand `message` to channel `name` and record how it went; False when it failed. A
+        channel another worker runs takes it over (HandedOver): its delivery stays "queued"
+        until that worker sends it and records the outcome."""
         deliver = self._hook(name)
         if deliver is None:
             return True
         try:
             copy_id = await deliver(message)
+        except HandedOver:
+            return True
         except Exception as exc:  # one channel's failure must not stop the others
             await self.record_delivery(
                 message.id, name, "failed", error=f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,5 @@
-"""`wakeful workers`: the workers sharing a PostgreSQL store, and the sessions each owns.
+"""`wakeful workers`: the workers sharing a PostgreSQL store, the sessions each owns, and the
+roles it holds (``channel:<name>``: the channels that pull, which run on that worker only).
 
 A worker is *live* while it renews its heartbeat, *stopped* once it shut down cleanly (its
 sessions were released), and *lapsed* when its heartbeat is older than its lease time: it died,
@@ -30,7 +31,7 @@ from .durations import parse_duration
 from .store import InspectConfigOption, StoreOption, reading_database, store_location
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from psycopg import AsyncConnection
     from psycopg.rows import TupleRow
@@ -62,8 +63,8 @@ def worker_state(info: WorkerInfo) -> str:
     return "live" if info.alive else "lapsed"
 
 
-def worker_json(info: WorkerInfo) -> dict[str, Any]:
-    """One worker as `--json` prints it."""
+def worker_json(info: WorkerInfo, roles: Sequence[str] = ()) -> dict[str, Any]:
+    """One worker as `--json` prints it, with the `roles` it holds."""
     return {
         "worker": info.id,
         "host": info.host,
@@ -82,6 +83,7 @@ def worker_json(info: WorkerInfo) -> dict[str, Any]:
             }
             for held in info.sessions
         ],
+        "roles": list(roles),
     }
 
 
@@ -102,9 +104,10 @@ def _sessions_cell(info: WorkerInfo) -> str:
     return f"{len(names)}: {shown}{more}"
 
 
-def _workers_table(found: list[WorkerInfo]) -> Table:
+def _workers_table(found: list[WorkerInfo], roles: Mapping[str, Sequence[str]]) -> Table:
     table = Table(box=None, pad_edge=False)
-    for column in ("WORKER", "HOST", "PID", "STATE", "HEARTBEAT", "SESSIONS", "LONGEST HELD"):
+    columns = ("WORKER", "HOST", "PID", "STATE", "HEARTBEAT", "SESSIONS", "LONGEST HELD", "ROLES")
+    for column in columns:
         table.add_column(column)
     for info in found:
         longest = max((held.held_for_s for held in info.sessions), default=None)
@@ -116,6 +119,7 @@ def _workers_table(found: list[WorkerInfo]) -> Table:
             f"{_age(info.heartbeat_age_s)} ago",
             escape(_sessions_cell(info)),
             "-" if longest is None else _age(longest),
+            escape(", ".join(roles.get(info.id, ())) or "-"),
         )
     return table
 
@@ -169,7 +173,7 @@ def workers(
         ),
     ] = None,
 ) -> None:
-    """The workers sharing a PostgreSQL store: state, heartbeat age, sessions and lease ages;
+    """The workers sharing a PostgreSQL store: state, heartbeat age, sessions, lease ages and roles;
     with --prune, delete the rows of long-gone workers."""
     if older_than is not None and not prune:
         raise fail("--older-than goes with --prune: add --prune to delete old rows.", code=2)
@@ -187,13 +191,12 @@ def workers(
         else:
             _print_pruned(pruned, older_than or DEFAULT_PRUNE_AGE)
         return
-    from ..store.postgres.leases import list_workers
-
-    found = _on_database(url, where, lambda pool: list_workers(pool, where))
+    found, roles = _on_database(url, where, _listing(where))
     shown = found if show_all else [info for info in found if _recent(info)]
     if as_json:
         for info in shown:
-            out.print(json.dumps(worker_json(info)), markup=False, highlight=False)
+            document = worker_json(info, roles.get(info.id, ()))
+            out.print(json.dumps(document), markup=False, highlight=False)
         return
     if not found:
         out.print(
@@ -201,7 +204,7 @@ def workers(
             "`wakeful run --store postgresql://…`."
         )
         return
-    out.print(_workers_table(shown))
+    out.print(_workers_table(shown, roles))
     hidden = len(found) - len(shown)
     if hidden:
         out.print(
@@ -211,6 +214,19 @@ def workers(
     if sessions:
         out.print()
         out.print(_sessions_table(shown))
+
+
+def _listing(
+    where: str,
+) -> Callable[[_Pool], Awaitable[tuple[list[WorkerInfo], dict[str, tuple[str, ...]]]]]:
+    """Reads the workers, and the roles each holds (by worker id)."""
+    from ..store.postgres.leases import list_workers
+    from ..store.postgres.roles import roles_by_owner
+
+    async def read(pool: _Pool) -> tuple[list[WorkerInfo], dict[str, tuple[str, ...]]]:
+        return await list_workers(pool, where), await roles_by_owner(pool, where)
+
+    return read
 
 
 def _recent(info: WorkerInfo) -> bool:

@@ -10,6 +10,8 @@ A kind whose channels *pull* from their source (:attr:`ChannelKind.pulls`: a mai
 bot's updates long-polled, a logged-in IM connection) must run on one worker at a time when
 several workers share a store; the runtime then runs each such channel only while it holds the
 channel's role (:class:`RoleLeases`). Channels that are pushed to (webhooks) run on every worker.
+A message for such a channel sent by another worker is handed over to the holder
+(:class:`HandedOver`), which sends it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import anyio
 from anyio.abc import TaskStatus
 from pydantic import BaseModel
 
+from ..errors import StoreError
 from ..events import Event
 from .records import OutboundMessage
 from .repositories import ChannelCursorRepository
@@ -36,12 +39,15 @@ __all__ = [
     "ChannelKind",
     "ChannelState",
     "Delivery",
+    "HandedOver",
     "Inbox",
     "Reach",
     "ReadReceipts",
+    "RoleFencedCursors",
     "RoleHolder",
     "RoleLease",
     "RoleLeases",
+    "RoleLost",
     "UserReach",
     "kind_pulls",
     "source_event_id",
@@ -138,16 +144,25 @@ class UserReach(Protocol):
     async def show_read(self, message: OutboundMessage, channel_message_id: str) -> bool: ...
 
 
+class HandedOver(Exception):
+    """Raised by :meth:`Reach.send_to_user` when `channel` runs on another worker of the
+    cluster (it pulls, and that worker holds its role): the message was not sent here but handed
+    over to that worker, which sends it and records the delivery. The outbox leaves the delivery
+    "queued" meanwhile: neither failed nor to be tried elsewhere."""
+
+
 class Reach(Protocol):
     """The channels that can carry messages to the user, by name (the runtime's channels):
     what the delivery policy chooses among."""
 
     def reachable(self) -> list[str]:
-        """The full names of those running now, in the order they were configured."""
+        """The full names of those that can take a message now (running here, or run by
+        another worker that is handed the message), in the order they were configured."""
         ...
 
     async def send_to_user(self, channel: str, message: OutboundMessage) -> str | None:
-        """Deliver on `channel` (see :class:`UserReach`); raises when it did not."""
+        """Deliver on `channel` (see :class:`UserReach`); raises when it did not, and
+        :class:`HandedOver` when another worker running the channel will."""
         ...
 
     async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
@@ -243,6 +258,24 @@ class RoleHolder:
     expires_in_s: float
 
 
+class RoleLost(StoreError):
+    """Raised by a cursor write of a channel that pulls when this worker no longer holds, or
+    may no longer hold, the channel's role (its lease ran out or another worker took it):
+    nothing was written. The runtime stops the channel and puts it in standby; the worker that
+    holds the role now writes the channel's cursors."""
+
+
+@runtime_checkable
+class RoleFencedCursors(Protocol):
+    """A store's channel cursors that can be written under a role's lease (PostgreSQL's): each
+    write of the view :meth:`held_by` gives checks the lease in its own transaction."""
+
+    def held_by(self, lease: RoleLease) -> ChannelCursorRepository:
+        """The cursors as the holder of `lease` writes them: a write raises :class:`RoleLost`,
+        nothing written, once the lease has expired or the role moved to another worker."""
+        ...
+
+
 class RoleLeases(Protocol):
     """Roles that one worker of a cluster holds at a time, by expiring leases: the runtime runs
     a pulling channel only while it holds the channel's role (the PostgreSQL store's
@@ -275,4 +308,18 @@ class RoleLeases(Protocol):
 
     async def holder(self, role: str) -> RoleHolder | None:
         """Who holds `role` now; None when nobody does."""
+        ...
+
+    async def hand_over(self, role: str, message_id: str) -> None:
+        """Leave the stored message `message_id` to the holder of `role` to send (its delivery
+        on the role's channel is "queued"); once per message and role."""
+        ...
+
+    async def handed_over(self, role: str, *, within_s: float, limit: int) -> list[str]:
+        """The ids of the messages handed over to `role` in the last `within_s` seconds and not
+        yet done with, oldest first, at most `limit` (older ones are dropped, unsent)."""
+        ...
+
+    async def done_with(self, role: str, message_id: str) -> None:
+        """Forget the hand-over of `message_id` to `role`: it was sent, failed or needs nothing."""
         ...

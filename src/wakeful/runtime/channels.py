@@ -18,17 +18,30 @@ to take the role every third of the lease time. The holder renews the role every
 lease; when a renewal fails, takes longer than that, or finds the role taken, the channel's run
 is cancelled at once (before the lease could have run out by the worker's own clock) and it goes
 back to standby; its cursor writes are refused once that clock says the lease may have run out
-(a worker resumed after a freeze). So when the holder dies, another worker runs the channel
-within about the lease time (`[store] lease_seconds`); a clean stop or a disconnect releases the
-role and another worker takes it at its next attempt. Webhooks (pushed to: a request may reach
+(a worker resumed after a freeze), and, on PostgreSQL, by the store itself in each write's own
+transaction once the lease expired or moved (:class:`~wakeful.core.channel.RoleFencedCursors`).
+So when the holder dies, another worker runs the channel within about the lease time
+(`[store] lease_seconds`); a clean stop or a disconnect releases the role and another worker
+takes it at its next attempt. Webhooks (pushed to: a request may reach
 any worker), timers and the system channel run on every worker.
 
-A channel in standby does not reach the user from this worker: :meth:`RuntimeChannels.reachable`
-leaves it out, so the delivery policy picks the next channel for a message (the holder's worker
-delivers on it the messages of the sessions it runs). Sending from a standby worker without the
-pull loop is not done: an email copy must be recorded where the polling worker recognises it
-when it arrives in the watched mailbox (its record is written through by one writer), and a
-Telegram copy is traced to the user's reads by the polling bot's memory.
+A message for the user on a channel in standby is handed over to the worker running it (a
+session runs on the worker owning it, often not the one running its user's channel): while
+another worker holds the role (at the last look, every third of the lease time),
+:meth:`RuntimeChannels.reachable` counts the channel, and :meth:`RuntimeChannels.send_to_user`
+records the stored message for the holder (:meth:`~wakeful.core.channel.RoleLeases.hand_over`)
+and raises :class:`~wakeful.core.channel.HandedOver`, which the outbox takes as "left queued":
+the delivery stays "queued", neither failed nor tried elsewhere. The holder looks for hand-overs
+every HANDOFF_POLL_SECONDS from when it takes the role (so the first look finds those made while
+nobody held it, up to a day old, oldest first), sends each message whose delivery on the
+channel is still "queued" through the outbox (which records "sent" with the copy's id, or
+"failed"), and then forgets the hand-over. One task per channel sends them one by one, so a
+holder sends a message once; a holder killed between its send and its record leaves the
+hand-over, and the next holder sends it again (at least once across holders). A channel whose
+role no live worker holds is not reachable: the delivery policy picks the next channel. The
+holder sends from its own process, where the channel's connection is: an email copy is recorded
+where the polling worker recognises it, a Telegram copy is traced to the user's reads by the
+polling bot.
 
 Without role leases (SQLite, one process) every channel runs, as always.
 """
@@ -54,9 +67,12 @@ from ..core.channel import (
     ChannelContext,
     ChannelHealth,
     ChannelKind,
+    HandedOver,
     ReadReceipts,
+    RoleFencedCursors,
     RoleLease,
     RoleLeases,
+    RoleLost,
     UserReach,
     kind_pulls,
 )
@@ -85,6 +101,11 @@ RESTART_MAX_SECONDS: Final = 300.0
 # How long a stopping channel may take to release its role before the stop goes on (the role
 # then expires after the lease time).
 RELEASE_TIMEOUT_SECONDS: Final = 5.0
+# How often the holder of a pulling channel's role looks for messages handed over to it by
+# other workers, how many it takes at a time, and how old a hand-over it still sends.
+HANDOFF_POLL_SECONDS: Final = 0.5
+HANDOFF_BATCH: Final = 100
+HANDOFF_MAX_AGE_SECONDS: Final = 24 * 3600.0
 
 Origin = Literal["configured", "connected"]
 
@@ -129,13 +150,6 @@ class MemoryCursors:
             del self._values[key]
 
 
-class RoleLost(StoreError):
-    """Raised by a cursor write of a channel that pulls when this worker may no longer hold the
-    channel's role (its lease could have run out by the worker's own clock: it was frozen, or
-    could not renew): nothing was written. The runtime stops the channel and puts it in
-    standby; the worker that holds the role now writes the channel's cursors."""
-
-
 @dataclass
 class _RoleTerm:
     """A pulling channel's role as this worker holds it: the lease (None while it holds none)
@@ -157,7 +171,10 @@ class _RoleTerm:
 
 class _HolderCursors:
     """A pulling channel's cursors: written only while this worker holds the channel's role,
-    so that a worker resumed after a freeze does not write over the new holder's cursors."""
+    so that a worker resumed after a freeze does not write over the new holder's cursors. The
+    worker's own clock refuses a write once the lease may have run out; a store that can
+    (PostgreSQL's, :class:`RoleFencedCursors`) also checks the lease in the write's
+    transaction, which no clock of the worker can get wrong."""
 
     def __init__(self, cursors: ChannelCursorRepository, term: _RoleTerm) -> None:
         self._cursors = cursors
@@ -167,23 +184,25 @@ class _HolderCursors:
         return await self._cursors.get(channel, key)
 
     async def put(self, channel: str, key: str, value: str) -> None:
-        self._check(channel)
-        await self._cursors.put(channel, key, value)
+        await self._held(channel).put(channel, key, value)
 
     async def put_many(self, channel: str, values: Mapping[str, str]) -> None:
-        self._check(channel)
-        await self._cursors.put_many(channel, values)
+        await self._held(channel).put_many(channel, values)
 
     async def forget(self, channel: str) -> None:
         await self._cursors.forget(channel)
 
-    def _check(self, channel: str) -> None:
-        if time.monotonic() >= self._term.until:
-            raise RoleLost(
-                f"This worker may no longer hold the role {self._term.role!r} (its lease was "
-                f"not renewed in time), so the cursor of {channel} was not written. The channel "
-                "waits in standby while another worker runs it."
-            )
+    def _held(self, channel: str) -> ChannelCursorRepository:
+        lease = self._term.lease
+        if lease is not None and time.monotonic() < self._term.until:
+            if isinstance(self._cursors, RoleFencedCursors):
+                return self._cursors.held_by(lease)
+            return self._cursors
+        raise RoleLost(
+            f"This worker may no longer hold the role {self._term.role!r} (its lease was "
+            f"not renewed in time), so the cursor of {channel} was not written. The channel "
+            "waits in standby while another worker runs it."
+        )
 
 
 @dataclass(frozen=True)
@@ -238,10 +257,14 @@ class _Running:
     failure: str | None = None
     restarts: int = 0
     ended: bool = False
+    # Whether its channels can carry messages to the user (UserReach), known from the first build.
+    reaches_user: bool = False
     # Set for a channel that pulls, run on the worker holding its role; `standby` says why it is
-    # not running here while another worker (or nobody yet) holds it.
+    # not running here while another worker (or nobody yet) holds it, and `held_elsewhere`
+    # whether another worker held the role at the last look (messages are handed to it).
     term: _RoleTerm | None = None
     standby: str | None = None
+    held_elsewhere: bool = False
 
     def health(self) -> ChannelHealth:
         last = self.inbox.counts.last_event_at
@@ -373,16 +396,23 @@ class RuntimeChannels:
     # --- reaching the user (wakeful.delivery.dispatcher.Reach) ---------------------------------
 
     def reachable(self) -> list[str]:
-        """The running channels that can carry messages to the user, as configured in order (a
-        channel in standby, run by another worker, is not one of them: see the module docs)."""
-        return [
-            name
-            for name, running in self._running.items()
-            if isinstance(running.channel, UserReach) and running.health().state == "running"
-        ]
+        """The channels that can carry messages to the user, as configured in order: those
+        running here, and those in standby whose role another worker holds (a message is handed
+        over to it: see the module docs)."""
+        return [name for name, running in self._running.items() if _reaches_now(running)]
 
     async def send_to_user(self, channel: str, message: OutboundMessage) -> str | None:
-        """Deliver `message` on `channel` (see UserReach); UserError when it cannot."""
+        """Deliver `message` on `channel` (see UserReach); UserError when it cannot, and
+        HandedOver once it was handed to the worker running the channel."""
+        running = self._running.get(channel)
+        if running is not None and _handed_over_there(running):
+            term = running.term
+            assert term is not None  # only channels run by role stand by
+            await self._holding_roles().hand_over(term.role, message.id)
+            raise HandedOver(
+                f"The channel {channel} runs on another worker ({running.standby}); message "
+                f"{message.id} was handed over to it, which sends it."
+            )
         return await self._reach(channel).send_to_user(message)
 
     async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
@@ -452,8 +482,17 @@ class RuntimeChannels:
         )
         # Built once now, so what only building finds (a secret's variable not set) is refused
         # to the caller, and never becomes a channel that crashes and restarts for good.
-        kind.build(settings, context)
-        return _Running(spec, kind, settings, inbox, context, origin, term=term)
+        built = kind.build(settings, context)
+        return _Running(
+            spec,
+            kind,
+            settings,
+            inbox,
+            context,
+            origin,
+            reaches_user=isinstance(built, UserReach),
+            term=term,
+        )
 
     def _runs_by_role(self, kind: ChannelKind) -> bool:
         return self._roles is not None and kind_pulls(kind)
@@ -488,6 +527,11 @@ class RuntimeChannels:
                     delay = self._restart_first
                     report()
             except Exception as exc:  # a channel's crash is reported, never propagated
+                if running.term is not None and isinstance(_unwrapped(exc), RoleLost):
+                    # The store refused a cursor write: the role moved or expired. Not a crash:
+                    # the channel goes back to standby (its caller takes the role again).
+                    _lose_role(running, running.term, "a cursor write found it taken or expired")
+                    return
                 running.restarts += 1
                 running.failure = (
                     f"crashed ({_described(exc)}); restarting in {delay:g} s "
@@ -513,8 +557,10 @@ class RuntimeChannels:
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._keep_role, running, term, tg.cancel_scope)
+                    if running.reaches_user and self._services is not None:
+                        tg.start_soon(self._send_handed_over, running, term, self._services)
                     await self._run_restarting(running, report)
-                    tg.cancel_scope.cancel()  # the source ended
+                    tg.cancel_scope.cancel()  # the source ended, or a write found the role lost
             finally:
                 await self._release_role(running, term)
 
@@ -532,8 +578,9 @@ class RuntimeChannels:
                 try:
                     lease = await roles.take(term.role)
                     if lease is None:
-                        running.standby = await self._standby_detail(term.role, every)
+                        await self._stand_by(running, term.role, every)
                 except StoreError as exc:
+                    running.held_elsewhere = False
                     running.standby = (
                         f"standby: the role could not be taken ({exc}); trying again in "
                         f"{every:.1f} s"
@@ -541,20 +588,66 @@ class RuntimeChannels:
             if lease is not None:
                 term.hold(lease, since, roles.lease_seconds)
                 running.standby = None
+                running.held_elsewhere = False
                 log.info("channel %s runs here: this worker took its role", term.role)
                 return
             running.channel = None
             report()
             await anyio.sleep(every)
 
-    async def _standby_detail(self, role: str, every: float) -> str:
+    async def _stand_by(self, running: _Running, role: str, every: float) -> None:
+        """Say in the channel's health who runs it, and note whether another worker does (then
+        messages for the channel are handed over to it)."""
         holder = await self._holding_roles().holder(role)
+        running.held_elsewhere = holder is not None
         if holder is None:
-            return f"standby: the role is being taken; trying again in {every:.1f} s"
-        return (
+            running.standby = f"standby: the role is being taken; trying again in {every:.1f} s"
+            return
+        running.standby = (
             f"standby: run by worker {holder.owner} (lease expires in "
             f"{max(holder.expires_in_s, 0):.0f} s)"
         )
+
+    async def _send_handed_over(
+        self, running: _Running, term: _RoleTerm, services: Services
+    ) -> None:
+        """While this worker holds the channel's role: every HANDOFF_POLL_SECONDS, send the
+        messages other workers handed over to it, oldest first (the first look, at the take,
+        finds those handed over while nobody ran the channel). This one task sends them all, one
+        after the other, each only while its delivery here is still "queued", so no message is
+        sent twice by this worker."""
+        roles = self._holding_roles()
+        while True:
+            if running.health().state == "running":
+                try:
+                    handed = await roles.handed_over(
+                        term.role, within_s=HANDOFF_MAX_AGE_SECONDS, limit=HANDOFF_BATCH
+                    )
+                    for message_id in handed:
+                        await self._send_one_handed_over(running, term, services, message_id)
+                except (StoreError, UserError) as exc:  # the store's trouble: tried again
+                    log.warning(
+                        "channel %s could not send the messages handed over to it: %s; trying "
+                        "again in %g s",
+                        running.spec.full_name,
+                        exc,
+                        HANDOFF_POLL_SECONDS,
+                    )
+            await anyio.sleep(HANDOFF_POLL_SECONDS)
+
+    async def _send_one_handed_over(
+        self, running: _Running, term: _RoleTerm, services: Services, message_id: str
+    ) -> None:
+        """Send one handed-over message through the outbox (which records it "sent" with the
+        copy's id, or "failed"), unless its delivery here is no longer "queued"; forget the
+        hand-over once the delivery left "queued" (it stays for the next holder otherwise)."""
+        name, outbox = running.spec.full_name, services.outbox
+        message = await outbox.messages.get(message_id)
+        if message is not None and _queued_on(message, name):
+            await outbox.deliver(message, name)
+            message = await outbox.messages.get(message_id)
+        if message is None or not _queued_on(message, name):
+            await self._holding_roles().done_with(term.role, message_id)
 
     async def _keep_role(self, running: _Running, term: _RoleTerm, run: anyio.CancelScope) -> None:
         """Renew the role every third of the lease time; when a renewal fails, takes longer
@@ -578,10 +671,7 @@ class RuntimeChannels:
             if renewed is not None:
                 term.hold(renewed, since, roles.lease_seconds)
                 continue
-            term.drop()
-            running.standby = f"standby: this worker lost the role ({why})"
-            running.failure = None
-            log.warning("channel %s stopped here: %s", running.spec.full_name, running.standby)
+            _lose_role(running, term, why)
             run.cancel()
             return
 
@@ -620,10 +710,42 @@ class _Reporter:
             self._task_status.started()
 
 
-def _described(exc: BaseException) -> str:
-    """One line for an exception, looking through the task group's wrapping."""
+def _reaches_now(running: _Running) -> bool:
+    """Whether a message for this channel can go out now: it runs here, or is handed over."""
+    if not running.reaches_user:
+        return False
+    return _handed_over_there(running) or (
+        isinstance(running.channel, UserReach) and running.health().state == "running"
+    )
+
+
+def _handed_over_there(running: _Running) -> bool:
+    """Whether the channel stands by here while another worker runs it."""
+    return running.standby is not None and running.held_elsewhere
+
+
+def _queued_on(message: OutboundMessage, channel: str) -> bool:
+    return any(d.channel == channel and d.state == "queued" for d in message.deliveries)
+
+
+def _lose_role(running: _Running, term: _RoleTerm, why: str) -> None:
+    """Note that this worker lost the channel's role (`why`): it stands by from now on."""
+    term.drop()
+    running.standby = f"standby: this worker lost the role ({why})"
+    running.failure = None
+    log.warning("channel %s stopped here: %s", running.spec.full_name, running.standby)
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The exception inside a task group's wrapping of one."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _described(exc: BaseException) -> str:
+    """One line for an exception, looking through the task group's wrapping."""
+    exc = _unwrapped(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

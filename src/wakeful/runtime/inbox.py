@@ -87,6 +87,10 @@ class RuntimeInbox:
     `answers_approval(event)` answers an open approval request when the event is one (a "yes"
     from the user over IM) and says whether it was: such an event is stored as consumed and
     not handed over, as with `Runtime.submit`.
+
+    `delivering` counts the deliveries under way: an event stored and not yet handed to its
+    session is work the runtime is not idle without (`Runtime.is_idle`); `settled()` is called
+    each time the last of them ends.
     """
 
     def __init__(
@@ -97,8 +101,11 @@ class RuntimeInbox:
         answers_approval: Callable[[Event], bool],
         max_event_bytes: int,
         scan_chars: int = SCAN_CHARS,
+        settled: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
+        self._settled = settled
+        self.delivering = 0
         self._hand = hand
         self._answers_approval = answers_approval
         self._max_bytes = max_event_bytes
@@ -114,6 +121,15 @@ class RuntimeInbox:
         InvalidEvent and nothing is stored), then hand the new, unfiltered ones over in order."""
         if not events:
             return []
+        self.delivering += 1
+        try:
+            return await self._deliver_many(events)
+        finally:
+            self.delivering -= 1
+            if not self.delivering:
+                self._settled()
+
+    async def _deliver_many(self, events: Sequence[tuple[Event, str | None]]) -> list[Delivery]:
         prepared = [
             (storable_event(event, max_bytes=self._max_bytes), reason) for event, reason in events
         ]

@@ -285,7 +285,13 @@ class Runtime:
             hand=self._hand,
             answers_approval=self._answers_approval,
             max_event_bytes=self.session_config.max_event_bytes,
+            settled=self._inbox_settled,
         )
+
+    def _inbox_settled(self) -> None:
+        """The inbox handed over the last event it was delivering: wake `wait_idle`."""
+        if self._services is not None:
+            self._services.tasks.settled.notify()
 
     async def _hand(self, event: Event) -> Decision:
         """Hand a stored event to its session, noting the user's activity (as one worker of
@@ -462,6 +468,7 @@ class Runtime:
                 has_tasks=self._has_work,
                 settled=self.services.tasks.settled.notify,
                 take_up=self._take_up,
+                saw=self.activity.saw,
             )
             self._sessions.on_moved = self.cluster.moved
             return
@@ -612,6 +619,8 @@ class Runtime:
             return False  # a person's answer on its way to a session
         if self.cluster is not None and self.cluster.settling:
             return False  # a session taken over here, its events on their way to it
+        if self.inbox.delivering:
+            return False  # an event a channel brought in, stored, on its way to its session
         return self._sessions.all_idle()
 
     async def wait_idle(self, *, include_tasks: bool = True) -> None:

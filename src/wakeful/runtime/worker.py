@@ -453,6 +453,7 @@ class SessionCluster:
         self._forget: Callable[[str], None] | None = None
         self._has_tasks: Callable[[str], bool] = lambda session: False
         self._take_up: Callable[[str], Awaitable[None]] = _nothing_to_take_up
+        self._saw: Callable[[Event], None] = lambda event: None
         # The latest view of each session this worker owned, kept after the session is lost:
         # a write for it still under way here goes through it and is refused (see `fenced`).
         self._last_views: dict[str, FencedStore] = {}
@@ -478,6 +479,7 @@ class SessionCluster:
         has_tasks: Callable[[str], bool] = lambda session: False,
         settled: Callable[[], None] = lambda: None,
         take_up: Callable[[str], Awaitable[None]] | None = None,
+        saw: Callable[[Event], None] = lambda event: None,
     ) -> None:
         """Register, take over the sessions nobody runs (recovered before this returns), and
         keep owning, claiming and releasing sessions in `tg` until it ends.
@@ -489,7 +491,9 @@ class SessionCluster:
         way ends (the runtime's idle check waits for them: see :attr:`settling`);
         `take_up(session)` takes up, as each session is taken over and before it is loaded,
         what a previous owner left of it that the runtime keeps apart from its sessions (its
-        open requests to a person, its children), so that each is taken up by one worker."""
+        open requests to a person, its children), so that each is taken up by one worker;
+        `saw(event)` is told of each event handed to a session from the store (the user's
+        activity: where the session's replies go, as for an event that arrived here)."""
         from ..store.postgres import PostgresStore
 
         if not isinstance(store, PostgresStore):
@@ -502,6 +506,7 @@ class SessionCluster:
         self._has_tasks = has_tasks
         self._on_settled = settled
         self._take_up = take_up or _nothing_to_take_up
+        self._saw = saw
         ownership = self.ownership = SessionOwnership(
             store,
             self,
@@ -689,4 +694,5 @@ class SessionCluster:
                 # Appended just before its previous owner died, marked consumed too late.
                 await view.events.mark([event.id], "consumed")
                 continue
+            self._saw(event)  # the user's activity, and the channel the session's replies go to
             await session.handle(event)

@@ -1,6 +1,9 @@
 """Role leases on a real PostgreSQL (wakeful.store.postgres.roles): of workers racing for one role
 exactly one holds it; a holder that stops renewing past its lease (frozen) loses it to another
-and its renewal says so; a release hands the role over at once; epochs only grow."""
+and its renewal says so; a release hands the role over at once; epochs only grow. A cursor write
+under a role lease that expired or moved is refused in its own transaction, nothing written;
+messages handed over to a role are kept once each, read oldest first, and dropped when done with
+or too old."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import anyio
 import pytest
 
-from wakeful.core.channel import RoleLease
+from wakeful.core.channel import RoleLease, RoleLost
 from wakeful.errors import UserError
 
 pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
@@ -121,3 +124,59 @@ async def test_a_lease_time_of_zero_or_less_is_refused(postgres_url: str, second
         with pytest.raises(UserError, match="lease_seconds of role leases must be more than 0"):
             store.role_leases("w", lease_seconds=seconds)
         assert isinstance(store.role_leases("w", lease_seconds=1), PostgresRoleLeases)
+
+
+CHANNEL = "email:work"
+
+
+async def test_a_cursor_write_after_the_role_lease_expired_is_refused_and_writes_nothing(
+    postgres_url: str,
+) -> None:
+    async with stores(postgres_url, 1) as (store,):
+        lease = await store.role_leases("frozen", lease_seconds=0.4).take(ROLE)
+        assert lease is not None
+        held = store.channel_cursors.held_by(lease)
+        await held.put_many(CHANNEL, {"uidvalidity": "7", "last_uid": "10"})
+        await anyio.sleep(0.6)  # past the lease: nobody took the role, but it expired
+        with pytest.raises(RoleLost, match=r"no longer holds the role 'channel:email:work'"):
+            await held.put(CHANNEL, "last_uid", "11")
+        assert await store.channel_cursors.get(CHANNEL, "last_uid") == "10"
+
+
+async def test_a_cursor_write_of_a_holder_whose_role_moved_is_refused_naming_the_new_holder(
+    postgres_url: str,
+) -> None:
+    async with stores(postgres_url, 2) as (first, second):
+        old = await first.role_leases("frozen", lease_seconds=0.3).take(ROLE)
+        assert old is not None
+        await anyio.sleep(0.5)
+        new = await second.role_leases("standby", lease_seconds=30).take(ROLE)
+        assert new is not None
+        await second.channel_cursors.held_by(new).put(CHANNEL, "last_uid", "20")
+        with pytest.raises(RoleLost, match=r"worker standby \(epoch 2\) holds it now"):
+            await first.channel_cursors.held_by(old).put_many(CHANNEL, {"last_uid": "12"})
+        assert await second.channel_cursors.get(CHANNEL, "last_uid") == "20"
+        # The shared (unfenced) cursors of other channels are written as before.
+        await first.channel_cursors.put("webhook:gh", "seen", "1")
+        assert await second.channel_cursors.get("webhook:gh", "seen") == "1"
+
+
+async def test_messages_handed_over_to_a_role_are_kept_once_each_oldest_first(
+    postgres_url: str,
+) -> None:
+    async with stores(postgres_url, 2) as (first, second):
+        sender = first.role_leases("w1", lease_seconds=30)
+        holder = second.role_leases("w2", lease_seconds=30)
+        for message_id in ("msg_a", "msg_b", "msg_a", "msg_c"):
+            await sender.hand_over(ROLE, message_id)
+        await sender.hand_over("channel:xmpp:me", "msg_x")
+        assert await holder.handed_over(ROLE, within_s=60, limit=10) == ["msg_a", "msg_b", "msg_c"]
+        assert await holder.handed_over(ROLE, within_s=60, limit=2) == ["msg_a", "msg_b"]
+        await holder.done_with(ROLE, "msg_b")
+        assert await holder.handed_over(ROLE, within_s=60, limit=10) == ["msg_a", "msg_c"]
+        # A hand-over older than the look-back is dropped for good, never sent.
+        await anyio.sleep(0.3)
+        await sender.hand_over(ROLE, "msg_d")
+        assert await holder.handed_over(ROLE, within_s=0.2, limit=10) == ["msg_d"]
+        assert await holder.handed_over(ROLE, within_s=60, limit=10) == ["msg_d"]
+        assert await holder.handed_over("channel:xmpp:me", within_s=60, limit=10) == ["msg_x"]

@@ -72,7 +72,13 @@ What is here:
 - Role leases (schema version 6, :mod:`.roles`): a channel that pulls (IMAP, Telegram's
   ``getUpdates``, an XMPP login) runs on the one worker holding the role ``channel:<name>``;
   the others wait on standby and take it over when its lease expires or is released
-  (:mod:`wakeful.runtime.channels`).
+  (:mod:`wakeful.runtime.channels`). Its cursor writes check the role lease in their own
+  transaction (``channel_cursors.held_by(lease)``: ``RoleLost``, nothing written, once it
+  expired or moved). Hand-overs (schema version 7, ``role_handoffs``): a message another
+  worker's session sends on such a channel is stored with its delivery "queued" and handed to
+  the holder, which polls for hand-overs every 0.5 s, sends each once, records "sent" (with the
+  copy's id) or "failed", and forgets the hand-over; across a holder's crash between sending
+  and recording, at least once. ``wakeful workers`` shows the roles each worker holds.
 - CLI commands read PostgreSQL (``--store postgresql://…``) through
   :mod:`wakeful.store.postgres.reader`, on one read-only connection.
 - Tailing events across workers (``wakeful events tail``): two workers' transactions can commit

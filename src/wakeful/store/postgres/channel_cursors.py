@@ -1,6 +1,11 @@
 """The channel tables on PostgreSQL: each channel's cursors (how far it has read its source), and
 the channels the agent connected while running, reconnected on the next start; the same semantics
-as :mod:`wakeful.store.channel_cursors`."""
+as :mod:`wakeful.store.channel_cursors`.
+
+The cursors of a channel that pulls are written by the one worker holding its role, through the
+view :meth:`PostgresChannelCursors.held_by` gives: each write checks that role lease in its own
+transaction (:func:`.roles.check_role`), so a holder whose lease expired (it froze, or lost the
+database) writes nothing, even when its own clock has not noticed yet."""
 
 from __future__ import annotations
 
@@ -9,10 +14,12 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Final
 
+from ...core.channel import RoleLease
 from ...core.records import ConnectedChannel
 from ..events import utc_key
 from ..rows import connected_channel_row, decode_connected_channel, decode_row
 from .access import Connection, PostgresAccess
+from .roles import check_role
 
 __all__ = ["PostgresChannelCursors", "PostgresConnectedChannels"]
 
@@ -29,10 +36,18 @@ _UPSERT_CHANNEL: Final = (
 
 
 class PostgresChannelCursors:
-    """The :class:`~wakeful.core.repositories.ChannelCursorRepository` of a PostgreSQL store."""
+    """The :class:`~wakeful.core.repositories.ChannelCursorRepository` of a PostgreSQL store
+    (or of a view whose writes are fenced by the role lease `role`: see the module docs); a
+    :class:`~wakeful.core.channel.RoleFencedCursors`."""
 
-    def __init__(self, access: PostgresAccess) -> None:
+    def __init__(self, access: PostgresAccess, role: RoleLease | None = None) -> None:
         self._access = access
+        self._role = role
+
+    def held_by(self, lease: RoleLease) -> PostgresChannelCursors:
+        """The view whose writes are refused (:class:`~wakeful.core.channel.RoleLost`, nothing
+        written) unless `lease` still holds its role when the write's transaction runs."""
+        return PostgresChannelCursors(self._access, lease)
 
     async def get(self, channel: str, key: str) -> str | None:
         rows = await self._access.read(
@@ -49,11 +64,16 @@ class PostgresChannelCursors:
         now = datetime.now(UTC)
         rows = [(channel, key, value, now) for key, value in values.items()]
 
+        what = f"{len(rows)} cursor(s) of channel {channel}"
+        role = self._role
+
         async def apply(conn: Connection) -> None:
+            if role is not None:
+                await check_role(conn, role, what)
             async with conn.cursor() as cursor:
                 await cursor.executemany(_UPSERT_CURSOR, rows)
 
-        await self._access.write(apply, f"{len(rows)} cursor(s) of channel {channel}")
+        await self._access.write(apply, what)
 
     async def forget(self, channel: str) -> None:
         """Drop every cursor of `channel` (it was disconnected for good)."""

@@ -22,29 +22,45 @@ Failure modes, and what happens:
   attempt takes the role (standby workers try every third of the lease).
 - **The holder freezes** past its lease: another worker takes the role. When the holder resumes,
   its renewal finds the row taken and reports the role lost, and the runtime cancels the
-  channel. The runtime also refuses the channel's cursor writes once its own monotonic clock
-  says the lease may have expired, so a resumed holder does not write a cursor before it learns
-  of the loss (a write already past that check can still commit: the check is not in the
-  write's transaction, unlike a session's fenced writes).
+  channel. Its cursor writes are refused before that: the runtime refuses them once its own
+  monotonic clock says the lease may have expired, and each write checks the role lease in its
+  own transaction (see below), so a write already past the first check cannot commit either.
 - **The database cannot be reached**: renewals fail; the runtime stops the channel after the
   first failed renewal (well before the lease ends) and tries to take the role again; an
   earlier run's row under the same worker name is taken over at once.
 - **A clean stop**: the role is released (owner NULL, expired now), so a standby worker takes
   it at its next attempt instead of after the lease time.
+
+Cursor writes are fenced by the role (:meth:`.channel_cursors.PostgresChannelCursors.held_by`):
+each checks, in its own transaction, that the ``role_leases`` row still has the writer's owner
+and epoch and an unexpired lease, locking it ``FOR SHARE`` so that no take can commit in
+between; else :class:`~wakeful.core.channel.RoleLost` and nothing is written. A holder resumed
+after a freeze therefore cannot write over the new holder's cursors, whatever its own clock says.
+
+Hand-overs (schema version 7, ``role_handoffs``): a worker whose session sends a message on a
+channel another worker runs stores the message (its delivery there "queued") and then a row
+(role, message id) with :meth:`PostgresRoleLeases.hand_over`; the holder polls its roles' rows
+(:meth:`~PostgresRoleLeases.handed_over`, oldest first, by an index on (role, seq)), sends each
+message whose delivery is still "queued", records the outcome, and deletes the row
+(:meth:`~PostgresRoleLeases.done_with`). Rows stay while nobody holds the role, so the next
+holder sends them; those older than the look-back (a day) are dropped unsent. A holder that dies
+after sending but before recording leaves the row, and the next holder sends the message again:
+delivery across holders is at least once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from ...core.channel import RoleHolder, RoleLease
+from ...core.channel import RoleHolder, RoleLease, RoleLost
 from ...errors import StoreError, UserError
 
-__all__ = ["PostgresRoleLeases"]
+__all__ = ["PostgresRoleLeases", "check_role", "roles_by_owner"]
 
 _Connection = psycopg.AsyncConnection[TupleRow]
 _Pool = AsyncConnectionPool[_Connection]
@@ -77,6 +93,62 @@ _HOLDER: Final = (
     "SELECT owner, epoch, extract(epoch FROM expires_at - clock_timestamp())::double precision "
     "FROM role_leases WHERE role = %s AND owner IS NOT NULL AND expires_at > clock_timestamp()"
 )
+_HAND_OVER: Final = (
+    "INSERT INTO role_handoffs (role, message_id, handed_at) VALUES (%s, %s, clock_timestamp()) "
+    "ON CONFLICT (role, message_id) DO NOTHING"
+)
+# Drops the role's hand-overs older than the look-back and reads the rest, oldest first.
+_HANDED_OVER: Final = (
+    "WITH cutoff AS "
+    "(SELECT clock_timestamp() - make_interval(secs => %s::double precision) AS at), "
+    "dropped AS "
+    "(DELETE FROM role_handoffs WHERE role = %s AND handed_at <= (SELECT at FROM cutoff)) "
+    "SELECT message_id FROM role_handoffs "
+    "WHERE role = %s AND handed_at > (SELECT at FROM cutoff) ORDER BY seq LIMIT %s"
+)
+_DONE_WITH: Final = "DELETE FROM role_handoffs WHERE role = %s AND message_id = %s"
+_HELD_ROLES: Final = (
+    "SELECT owner, role FROM role_leases "
+    "WHERE owner IS NOT NULL AND expires_at > clock_timestamp() ORDER BY owner, role"
+)
+
+
+async def check_role(conn: _Connection, lease: RoleLease, what: str) -> None:
+    """In the caller's transaction: lock the role's row ``FOR SHARE`` (a take, which updates
+    the row, waits until this transaction ends) and raise :class:`RoleLost` unless it still has
+    `lease`'s owner and epoch and an unexpired lease, by the database's clock."""
+    cursor = await conn.execute(
+        "SELECT owner, epoch, expires_at > clock_timestamp() FROM role_leases "
+        "WHERE role = %s FOR SHARE",
+        (lease.role,),
+    )
+    row = await cursor.fetchone()
+    if row is not None and row[0] == lease.owner and row[1] == lease.epoch and row[2]:
+        return
+    now = "nobody" if row is None or row[0] is None else f"worker {row[0]} (epoch {row[1]})"
+    raise RoleLost(
+        f"Worker {lease.owner} no longer holds the role {lease.role!r} (epoch {lease.epoch}): "
+        f"its lease expired or the role moved, and {now} holds it now; so {what} was not "
+        "written. The channel waits in standby while the holder runs it."
+    )
+
+
+async def roles_by_owner(pool: _Pool, where: str) -> dict[str, tuple[str, ...]]:
+    """The roles each worker holds now (unexpired leases, by the database's clock), for
+    ``wakeful workers``."""
+    try:
+        async with pool.connection() as conn:
+            cursor = await conn.execute(_HELD_ROLES)
+            rows = await cursor.fetchall()
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"Could not read which worker holds which role on {where}: {str(exc).strip()}. "
+            "Check that the server runs and is reachable."
+        ) from exc
+    held: dict[str, tuple[str, ...]] = {}
+    for owner, role in rows:
+        held[owner] = (*held.get(owner, ()), role)
+    return held
 
 
 class PostgresRoleLeases:
@@ -142,11 +214,37 @@ class PostgresRoleLeases:
             return None
         return RoleHolder(str(row[0]), int(row[1]), float(row[2]))
 
+    async def hand_over(self, role: str, message_id: str) -> None:
+        """Leave the stored message `message_id` to the holder of `role` (see the module docs);
+        a second hand-over of it changes nothing."""
+        await self._all(_HAND_OVER, (role, message_id), f"hand message {message_id} to {role!r}")
+
+    async def handed_over(self, role: str, *, within_s: float, limit: int) -> list[str]:
+        """The messages handed to `role` in the last `within_s` seconds, oldest first, at most
+        `limit`; older ones are dropped (never sent)."""
+        rows = await self._all(
+            _HANDED_OVER,
+            (within_s, role, role, limit),
+            f"read the messages handed to {role!r}",
+        )
+        return [str(message_id) for (message_id,) in rows]
+
+    async def done_with(self, role: str, message_id: str) -> None:
+        """Forget the hand-over of `message_id` to `role` (it was sent, failed, or needs
+        nothing)."""
+        await self._all(
+            _DONE_WITH, (role, message_id), f"forget message {message_id} handed to {role!r}"
+        )
+
     async def _one(self, query: str, params: tuple[object, ...], what: str) -> TupleRow | None:
+        rows = await self._all(query, params, what)
+        return rows[0] if rows else None
+
+    async def _all(self, query: str, params: Sequence[object], what: str) -> list[TupleRow]:
         try:
             async with self._pool.connection() as conn:
                 cursor = await conn.execute(query.encode(), params)
-                return await cursor.fetchone()
+                return await cursor.fetchall() if cursor.description else []
         except psycopg.Error as exc:
             raise self._error(what, exc) from exc
 

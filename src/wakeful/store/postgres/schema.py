@@ -305,6 +305,22 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )""",
         ),
     ),
+    # Version 7: messages handed over to a role's holder (:mod:`.roles`): a worker whose session
+    # writes to the user on a channel another worker runs leaves the message to that worker,
+    # which polls this table by role (oldest first) and deletes each row once done with it.
+    Migration(
+        "messages handed over to the worker running their channel",
+        (
+            """CREATE TABLE role_handoffs (
+                seq bigint GENERATED ALWAYS AS IDENTITY,
+                role text NOT NULL,
+                message_id text NOT NULL,
+                handed_at timestamptz NOT NULL,
+                PRIMARY KEY (role, message_id)
+            )""",
+            "CREATE INDEX role_handoffs_by_role ON role_handoffs (role, seq)",
+        ),
+    ),
 )
 
 
