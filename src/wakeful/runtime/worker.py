@@ -315,8 +315,9 @@ class SessionOwnership:
                 log.warning("Worker %s could not claim sessions: %s", self._running().id, exc)
 
     async def claim_pass(self) -> int:
-        """Claim sessions nobody runs (with pending events, or whose lease expired), a batch at a
-        time, up to `max_sessions` owned; hand each to the handler. Returns how many."""
+        """Claim sessions nobody runs (with work waiting, or whose lease expired), a batch at a
+        time, up to `max_sessions` owned; hand each to the handler. Returns how many. The first
+        batch gives new sessions with work their lease rows; the later ones only claim."""
         worker = self._running()
         self.claim_passes += 1
         taken = 0
@@ -325,7 +326,7 @@ class SessionOwnership:
             if room < 1:
                 return taken
             limit = int(min(self._claim_batch, room))
-            leases = await worker.claim(limit)
+            leases = await worker.claim(limit, add_rows=taken == 0)
             for lease in leases:
                 self._handler.claimed(lease.session, self._own(lease))
             taken += len(leases)

@@ -49,8 +49,8 @@ What is here:
   workers migrating one at a time under an advisory lock; a newer schema or another program's
   tables are refused untouched.
 - A connection pool for reads; one writer (:mod:`.access`) for writes, in order (those queued
-  while it was busy in one transaction, a savepoint each; a batch the server rolls back to break
-  a deadlock with another worker's is applied again one write per transaction, none lost).
+  while it was busy in one transaction; a batch in which a write fails, or that the server rolls
+  back to break a deadlock, is applied again one write per transaction, none lost).
 - Scale-out: workers and session leases (:mod:`.leases`: :class:`Worker` acquires, renews in
   one statement, releases and claims sessions with ``FOR UPDATE SKIP LOCKED``; every time by the
   database's clock; the failure modes are in its docs); fenced writes

@@ -3,7 +3,8 @@ writes in order, and the translation of driver errors into :class:`StoreError`.
 
 Reads take any connection of the pool and run concurrently. Writes go through one queue to one
 writer task, which applies them in the order they were queued (those queued while it was busy
-together, in one transaction with a savepoint for each, as the SQLite writer batches them): that is
+together, in one transaction, as the SQLite writer batches them; a batch in which a write fails is
+applied again one write per transaction, so each write still succeeds or fails alone): that is
 the protocols' promise ("writes made from one event loop are applied in the order they were
 made"), and it also means that within one process a row's `seq` (identity column) is committed
 in increasing order, so a reader tailing `seq > N` never skips a row committed later with a
@@ -13,13 +14,22 @@ in the SQLite store.
 A write may carry a :class:`~.leases.Lease` (a *fenced* write, made for a session a worker owns):
 the writer then checks the lease in the write's own transaction, first, and the write fails with
 :class:`~.leases.LeaseLost` (nothing of it saved) when the lease is no longer valid. See
-:mod:`.leases` for why that check cannot race with a takeover.
+:mod:`.leases` for why that check cannot race with a takeover. The hottest fenced writes (a
+trajectory's appends, an events' mark) check the lease in their own statement instead
+(:data:`~.leases.LEASE_ROW`), one round trip fewer.
+
+Where a worker's time goes (``bench/workers_scaling.py``, docs/benchmarks.md): round trips, each
+costing the worker's Python and the server more than the statement itself. So a batch has no
+savepoint per write (two round trips each), and a connection taken from the pool is checked by a
+round trip only when the server has sent something on it while it was idle (see
+:func:`check_taken_connection`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import select
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
@@ -36,7 +46,14 @@ from ...errors import StoreError, UserError
 from ..rows import decode_row
 from .leases import Lease, check_lease
 
-__all__ = ["Connection", "PostgresAccess", "database_name", "decode_row", "insert_new"]
+__all__ = [
+    "Connection",
+    "PostgresAccess",
+    "check_taken_connection",
+    "database_name",
+    "decode_row",
+    "insert_new",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +86,21 @@ def database_name(url: str) -> str:
     host = params.get("host") or "localhost"
     port = f":{params['port']}" if params.get("port") else ""
     return f"the PostgreSQL database {name!r} on {host}{port}"
+
+
+async def check_taken_connection(conn: Connection) -> None:
+    """The pool's check of a connection being taken: raise (the pool then replaces it) when the
+    server ended it while it sat idle in the pool (a restart, an idle timeout, a terminated
+    backend), so no read or write discovers that by failing.
+
+    The server's goodbye (an error message, then the end of the stream) makes the idle socket
+    readable, which a `select` sees without a round trip; only then is the connection tried with
+    an empty query, which fails when it is closed (and merely consumes a notice or a parameter
+    report the server may send unprompted). Trying every connection taken cost a fifth of a
+    worker's round trips."""
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 async def insert_new(
@@ -145,21 +177,31 @@ class PostgresAccess:
             self._writer_done.set()
 
     async def _apply_batch(self, batch: Sequence[_QueuedWrite]) -> None:
-        """Apply the writes queued meanwhile in one transaction, each in a savepoint of its
-        own (a write that fails leaves the others), and report them once committed.
+        """Apply the writes queued meanwhile in one transaction and report them once committed.
 
-        A batch the server rolled back to break a deadlock (or a serialization failure) with
-        another worker's transaction is applied again one write per transaction, in order: a
-        batch holds its locks longer than one write does, so this is where two workers locking
-        rows in opposite orders meet, and no write is lost to it."""
-        if len(batch) == 1:
-            await self._apply_alone(batch[0])
+        The batch stands or falls as one (no savepoint per write: two round trips each). When a
+        write of it fails (its own error: a lease lost, an id stored already), or the server
+        rolls it back to break a deadlock (or a serialization failure) with another worker's
+        transaction, the batch is rolled back and applied again one write per transaction, in
+        order: each write then succeeds or fails alone, as if it had not been batched, and none
+        is lost. (A batch holds its locks longer than one write does, so this is also where two
+        workers locking rows in opposite orders meet.)"""
+        if len(batch) > 1 and await self._applied_together(batch):
             return
-        outcomes: list[BaseException | None] = []
+        for item in batch:
+            await self._apply_alone(item)
+
+    async def _applied_together(self, batch: Sequence[_QueuedWrite]) -> bool:
+        """Apply `batch` in one transaction. True when every write of it is reported: committed,
+        or failed with the connection; False when it was rolled back and must be applied one
+        write at a time (a write of it failed, or the server broke a deadlock)."""
+
+        async def run_all(conn: Connection) -> None:
+            for item in batch:
+                await self._run(conn, item)
+
         try:
-            async with self.pool.connection() as conn, conn.transaction():
-                for item in batch:
-                    outcomes.append(await self._apply_one(conn, item))
+            await self._transaction(run_all)
         except _ROLLED_BACK as exc:
             log.info(
                 "A batch of %d writes to %s was rolled back (%s); applying them one by one",
@@ -167,24 +209,25 @@ class PostgresAccess:
                 self.where,
                 str(exc).strip(),
             )
-            for item in batch:
-                await self._apply_alone(item)
-            return
-        except psycopg.Error as exc:
+            return False
+        except psycopg.OperationalError as exc:
             # The connection or the commit failed: nothing of the batch was saved.
             for item in batch:
                 self._finish(item, self._write_error(item.what, exc))
-            return
-        for item, outcome in zip(batch, outcomes, strict=True):
-            self._finish(item, outcome)
+            return True
+        except Exception:
+            # Not swallowed: applied alone, the failing write reports its own error.
+            return False
+        for item in batch:
+            self._finish(item, None)
+        return True
 
     async def _apply_alone(self, item: _QueuedWrite) -> None:
         """Apply one write in its own transaction and report it; tried again (up to
         :data:`ROLLBACK_ATTEMPTS` in all) when the server rolls it back for a deadlock."""
         for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
             try:
-                async with self.pool.connection() as conn:
-                    outcome = await self._apply_one(conn, item)
+                outcome = await self._apply_one(item)
             except _ROLLED_BACK as exc:
                 if attempt < ROLLBACK_ATTEMPTS:
                     continue
@@ -196,16 +239,16 @@ class PostgresAccess:
             self._finish(item, outcome)
             return
 
-    async def _apply_one(self, conn: Connection, item: _QueuedWrite) -> BaseException | None:
-        """Apply one write in a transaction (a savepoint inside the batch's); return why it
-        failed, or None."""
+    async def _apply_one(self, item: _QueuedWrite) -> BaseException | None:
+        """Apply one write in a transaction of its own; return why it failed, or None."""
+
+        async def run(conn: Connection) -> None:
+            await self._run(conn, item)
+
         try:
-            async with conn.transaction():
-                if item.fence is not None:
-                    await check_lease(conn, item.fence, item.what)
-                item.result = await item.apply(conn)
+            await self._transaction(run)
         except psycopg.OperationalError:
-            raise  # the connection is gone: _apply_batch fails the whole batch
+            raise  # the connection is gone, or a deadlock: _apply_alone decides
         except psycopg.Error as exc:
             return self._write_error(item.what, exc)
         except (StoreError, UserError) as exc:
@@ -215,6 +258,31 @@ class PostgresAccess:
             # writer itself goes on, so one faulty write cannot leave every later one waiting.
             return exc
         return None
+
+    async def _transaction(self, body: Callable[[Connection], Awaitable[None]]) -> None:
+        """Run `body` in a transaction on a connection of the pool. A connection the server
+        ended while it sat idle in the pool fails its BEGIN, before anything of `body` ran: it
+        is replaced and the transaction begun again, once. (The pool's check sees such an end
+        only once the server's goodbye has arrived: see :func:`check_taken_connection`.)"""
+        for last in (False, True):
+            taken = began = False
+            try:
+                async with self.pool.connection() as conn:
+                    taken = True
+                    async with conn.transaction():
+                        began = True
+                        await body(conn)
+                return
+            except psycopg.OperationalError:
+                if not taken or began or last:
+                    raise
+
+    @staticmethod
+    async def _run(conn: Connection, item: _QueuedWrite) -> None:
+        """Run one write in the caller's transaction: its lease checked first when it is fenced."""
+        if item.fence is not None:
+            await check_lease(conn, item.fence, item.what)
+        item.result = await item.apply(conn)
 
     def _finish(self, item: _QueuedWrite, error: BaseException | None) -> None:
         item.error = error
@@ -268,17 +336,26 @@ class PostgresAccess:
         await self.write(nothing, "a flush")
 
     async def read(self, query: str, params: Sequence[object] = ()) -> list[TupleRow]:
-        """The rows of one query, on any connection of the pool."""
+        """The rows of one query, on any connection of the pool (tried again once on another
+        when the server had ended the one taken)."""
         self.check_open()
-        try:
-            async with self.pool.connection() as conn:
-                cursor = await conn.execute(query, params)
-                return await cursor.fetchall()
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"Reading {self.where} failed: {exc}. Check that the server runs and is "
-                "reachable, then try again."
-            ) from exc
+        for last in (False, True):
+            taken = False
+            try:
+                async with self.pool.connection() as conn:
+                    taken = True
+                    cursor = await conn.execute(query, params)
+                    return await cursor.fetchall()
+            except psycopg.Error as exc:
+                # A connection the server ended while it sat idle fails the query, its first
+                # command: read again, once, on another (see _transaction).
+                if taken and not last and isinstance(exc, psycopg.OperationalError):
+                    continue
+                raise StoreError(
+                    f"Reading {self.where} failed: {exc}. Check that the server runs and is "
+                    "reachable, then try again."
+                ) from exc
+        raise AssertionError("the last attempt returns or raises")
 
     async def close(self) -> None:
         """Let the writer finish every queued write, then close the pool."""

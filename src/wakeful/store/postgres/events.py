@@ -3,7 +3,8 @@ consumed it, or filtered; the same semantics as :class:`wakeful.store.events.Sql
 
 Storing a pending event wakes its session's listeners (:mod:`.wakeups`), in the same transaction.
 The repository of a fenced view (``PostgresStore.fenced(lease)``) writes only for the lease's
-session, and each of its writes checks the lease first (:mod:`.leases`)."""
+session, and each of its writes checks the lease first (:mod:`.leases`); a mark, the write of
+every hand-off, checks it in its own statement."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ...events import Event
 from ..event_query import recent_events_query
 from ..events import check_status
 from .access import Connection, PostgresAccess, decode_row
-from .leases import Lease
+from .leases import LEASE_FOUND, LEASE_HELD, LEASE_ROW, Lease, lease_row_params, refuse_unless_held
 from .wakeups import notify_sessions
 
 __all__ = ["INSERT_EVENT", "PostgresEvents", "check_fenced_session", "insert_events"]
@@ -29,6 +30,11 @@ INSERT_EVENT: Final = (
     "INSERT INTO events (id, session, kind, ts, status, data) VALUES (%s, %s, %s, %s, %s, %s)"
 )
 _ID_CONSTRAINT: Final = "events_id_unique"
+_MARK: Final = "UPDATE events SET status = %s WHERE id = ANY(%s)"
+# A fenced mark: the lease checked in the same statement (see .leases.LEASE_ROW).
+_MARK_FENCED: Final = (
+    f"WITH {LEASE_ROW}, marked AS ({_MARK} AND session = %s AND {LEASE_HELD}) {LEASE_FOUND}"
+)
 
 
 def event_row(event: Event, status: str) -> tuple[str, str, str, Any, str, str]:
@@ -139,20 +145,24 @@ class PostgresEvents:
         check_status(status)
         targets = list(ids)
         fence = self._fence
-        sql, params = "UPDATE events SET status = %s WHERE id = ANY(%s)", [status, targets]
-        if fence is not None:
-            # A fenced view marks its own session's events only; others' ids are ignored.
-            sql, params = sql + " AND session = %s", [*params, fence.session]
+        what = f"the status of {len(targets)} event(s)"
 
         async def apply(conn: Connection) -> None:
-            await conn.execute(sql, params)
+            if fence is None:
+                await conn.execute(_MARK, (status, targets))
+            else:
+                # A fenced view marks its own session's events only; others' ids are ignored.
+                cursor = await conn.execute(
+                    _MARK_FENCED, (*lease_row_params(fence), status, targets, fence.session)
+                )
+                refuse_unless_held(await cursor.fetchone(), fence, what)
             if status == "pending":
                 cursor = await conn.execute(
                     "SELECT DISTINCT session FROM events WHERE id = ANY(%s)", (targets,)
                 )
                 await notify_sessions(conn, (session for (session,) in await cursor.fetchall()))
 
-        await self._access.write(apply, f"the status of {len(targets)} event(s)", fence=self._fence)
+        await self._access.write(apply, what)
 
     async def pending(self, session: str | None = None) -> list[Event]:
         sql = "SELECT seq, data FROM events WHERE status = 'pending'"

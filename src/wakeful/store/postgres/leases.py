@@ -71,6 +71,9 @@ from ...errors import SessionMoved, StoreError, UserError
 
 __all__ = [
     "IDLE_IN_TRANSACTION_TIMEOUT_S",
+    "LEASE_FOUND",
+    "LEASE_HELD",
+    "LEASE_ROW",
     "HeldSession",
     "KeptWorker",
     "Lease",
@@ -81,8 +84,10 @@ __all__ = [
     "Worker",
     "WorkerInfo",
     "check_lease",
+    "lease_row_params",
     "list_workers",
     "prune_workers",
+    "refuse_unless_held",
     "register_worker",
 ]
 
@@ -149,21 +154,44 @@ class LeaseLost(SessionMoved):
         self.owner = lost.owner
 
 
+# The head of a fenced write's statement (a WITH item, parameters: owner, epoch, session): the
+# lease row locked ``FOR KEY SHARE`` (no takeover can commit until the write's transaction ends:
+# each locks the row ``FOR UPDATE`` first), with whether the lease is still held. A write folds
+# the check into its own statement by changing rows only where :data:`LEASE_HELD` and ending
+# with :data:`LEASE_FOUND`, then passes that row to :func:`refuse_unless_held`: the check and
+# the write are one round trip, and the write is skipped in the server when the lease is lost.
+LEASE_ROW: Final = (
+    "lease AS MATERIALIZED (SELECT owner, epoch, "
+    "owner = %s AND epoch = %s AND expires_at > clock_timestamp() AS held "
+    "FROM session_leases WHERE session = %s FOR KEY SHARE)"
+)
+LEASE_HELD: Final = "coalesce((SELECT held FROM lease), false)"
+LEASE_FOUND: Final = "SELECT owner, epoch, held FROM lease"
+
+
+def lease_row_params(lease: Lease) -> tuple[str, int, str]:
+    """The parameters of :data:`LEASE_ROW` for `lease`."""
+    return (lease.owner, lease.epoch, lease.session)
+
+
+def refuse_unless_held(found: TupleRow | None, lease: Lease, what: str) -> None:
+    """Raise :class:`LeaseLost` unless `found` (the row of :data:`LEASE_FOUND`; None when the
+    session has no lease row) says `lease` is still held."""
+    if found is None:
+        raise LeaseLost(LostLease(lease, None, None), what)
+    owner, epoch, held = found
+    if not held:
+        raise LeaseLost(LostLease(lease, owner, None if epoch is None else int(epoch)), what)
+
+
 async def check_lease(conn: _Connection, lease: Lease, what: str) -> None:
     """In the caller's transaction: lock the lease row of `lease.session` ``FOR KEY SHARE`` (no
     takeover can commit until this transaction ends: each locks the row ``FOR UPDATE`` first)
-    and raise :class:`LeaseLost` unless it still has this owner and epoch and is unexpired."""
-    cursor = await conn.execute(
-        "SELECT owner, epoch, expires_at > clock_timestamp() FROM session_leases "
-        "WHERE session = %s FOR KEY SHARE",
-        (lease.session,),
-    )
-    row = await cursor.fetchone()
-    if row is None:
-        raise LeaseLost(LostLease(lease, None, None), what)
-    owner, epoch, live = row
-    if owner != lease.owner or epoch != lease.epoch or not live:
-        raise LeaseLost(LostLease(lease, owner, epoch), what)
+    and raise :class:`LeaseLost` unless it still has this owner and epoch and is unexpired. A
+    round trip of its own, for writes of several statements; a write of one statement folds the
+    check into it (:data:`LEASE_ROW`)."""
+    cursor = await conn.execute(f"WITH {LEASE_ROW} {LEASE_FOUND}", lease_row_params(lease))
+    refuse_unless_held(await cursor.fetchone(), lease, what)
 
 
 @dataclass(frozen=True)
@@ -585,26 +613,29 @@ class Worker:
             raise _store_error(self._where, f"release session {lease.session!r}", exc) from exc
         return cursor.rowcount == 1
 
-    async def claim(self, limit: int = 10) -> list[Lease]:
+    async def claim(self, limit: int = 10, *, add_rows: bool = True) -> list[Lease]:
         """Take up to `limit` sessions nobody holds: unowned sessions with work waiting (pending
         events, a request to a person not settled, a child running or its result not handed
         over: a worker that stopped cleanly released them) and sessions whose lease expired
         (their worker died or was cut off). Claimers running together never take the same
-        session (``FOR UPDATE SKIP LOCKED``)."""
+        session (``FOR UPDATE SKIP LOCKED``). `add_rows=False` skips giving new sessions with
+        work their lease rows first (a scan of the waiting work): for the later batches of one
+        claim pass, whose first batch did it."""
         if limit < 1:
             raise UserError(f"limit must be at least 1, got {limit}.")
         since = time.monotonic()
         try:
-            async with self._pool.connection() as conn:
-                # Every session with pending events gets a lease row (an event is stored by
-                # any writer, without one), so that claiming is one locking query on the rows.
-                # Its own short transaction, in session order: claimers inserting the same new
-                # rows wait for each other in one order, never in a cycle.
-                await conn.execute(
-                    "INSERT INTO session_leases (session) "
-                    f"SELECT session FROM ({_WAITING}) AS waiting "
-                    "ORDER BY session ON CONFLICT DO NOTHING"
-                )
+            if add_rows:
+                async with self._pool.connection() as conn:
+                    # Every session with work waiting gets a lease row (an event is stored by
+                    # any writer, without one), so that claiming is one locking query on the
+                    # rows. Its own short transaction, in session order: claimers inserting the
+                    # same new rows wait for each other in one order, never in a cycle.
+                    await conn.execute(
+                        "INSERT INTO session_leases (session) "
+                        f"SELECT session FROM ({_WAITING}) AS waiting "
+                        "ORDER BY session ON CONFLICT DO NOTHING"
+                    )
             async with self._pool.connection() as conn, conn.transaction():
                 if not await self._still_registered(conn):
                     return []  # a later run took this worker's name: it claims, not this one

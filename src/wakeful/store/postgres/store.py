@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...errors import StoreError, UserError
 from ..delegation import RepositoryMethods
-from .access import Connection, PostgresAccess, database_name
+from .access import Connection, PostgresAccess, check_taken_connection, database_name
 from .audit import PostgresAuditLog
 from .cases import PostgresCases
 from .channel_cursors import PostgresChannelCursors, PostgresConnectedChannels
@@ -122,8 +122,9 @@ class PostgresStore(RepositoryMethods):
             max_size=pool_size,
             kwargs={"autocommit": True},
             # A connection the server dropped (a restart, an idle timeout) is replaced when
-            # taken, not discovered by the write that uses it; one round trip per checkout.
-            check=AsyncConnectionPool.check_connection,
+            # taken, not discovered by the write that uses it; a round trip only for one the
+            # server sent something to while it was idle.
+            check=check_taken_connection,
             configure=_end_abandoned_transactions,
             open=False,
             name="wakeful-store",

@@ -5,13 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Final
 
 from ...messages import Message, message_from_json, message_to_json
 from .access import Connection, PostgresAccess, decode_row
 from .events import check_fenced_session
-from .leases import Lease
+from .leases import LEASE_FOUND, LEASE_HELD, LEASE_ROW, Lease, lease_row_params, refuse_unless_held
 
 __all__ = ["PostgresTrajectories", "ending_needs_work"]
+
+# The rows of one append, from three parameters (the session, then each message's `needs_work`
+# and JSON as arrays): one statement however many messages, numbered (`seq`) in their order.
+_MESSAGES: Final = (
+    "(session, needs_work, data) SELECT %s, m.needs_work, m.data "
+    "FROM unnest(%s::boolean[], %s::text[]) WITH ORDINALITY AS m(needs_work, data, n)"
+)
+_APPEND: Final = f"INSERT INTO trajectory {_MESSAGES} ORDER BY m.n"
+# A fenced append: the lease checked in the same statement (see .leases.LEASE_ROW).
+_APPEND_FENCED: Final = (
+    f"WITH {LEASE_ROW}, appended AS (INSERT INTO trajectory {_MESSAGES} "
+    f"WHERE {LEASE_HELD} ORDER BY m.n) {LEASE_FOUND}"
+)
 
 
 def ending_needs_work(message: Message) -> bool:
@@ -39,17 +53,22 @@ class PostgresTrajectories:
 
     async def append(self, session: str, messages: Sequence[Message]) -> None:
         check_fenced_session(self._fence, [session], "the trajectory")
-        rows = [(session, ending_needs_work(m), message_to_json(m)) for m in messages]
+        what = f"{len(messages)} trajectory message(s) of session {session!r}"
+        params = (
+            session,
+            [ending_needs_work(m) for m in messages],
+            [message_to_json(m) for m in messages],
+        )
+        fence = self._fence
 
         async def apply(conn: Connection) -> None:
-            async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    "INSERT INTO trajectory (session, needs_work, data) VALUES (%s, %s, %s)", rows
-                )
+            if fence is None:
+                await conn.execute(_APPEND, params)
+                return
+            cursor = await conn.execute(_APPEND_FENCED, (*lease_row_params(fence), *params))
+            refuse_unless_held(await cursor.fetchone(), fence, what)
 
-        await self._access.write(
-            apply, f"{len(rows)} trajectory message(s) of session {session!r}", fence=self._fence
-        )
+        await self._access.write(apply, what)
 
     async def load(self, session: str) -> list[Message]:
         rows = await self._access.read(
