@@ -23,6 +23,7 @@ from wakeful.cli.app import app
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
 
+from wakeful.events import user_input  # noqa: E402
 from wakeful.store.postgres import PostgresStore  # noqa: E402
 
 CONFIG = '[model]\nprovider = "openai"\nname = "test"\nbase_url = "http://127.0.0.1:9/v1"\n'
@@ -196,3 +197,37 @@ def test_bad_prune_input_is_refused_with_the_fix(
     assert result.exit_code == 2
     assert said in " ".join(result.output.split())
     assert len(sql(postgres_url, "SELECT id FROM workers")) == 4  # nothing deleted
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_sigterm_stops_a_worker_cleanly_and_hands_its_sessions_over_at_once(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """What `docker stop`, systemd and Kubernetes send: the worker ends as its end would, exit
+    0, marked stopped, its session released at once (not after the lease time)."""
+    (tmp_path / "wakeful.toml").write_text(
+        CONFIG + '[store]\nworker_name = "run-1"\nlease_seconds = 60\n', encoding="utf-8"
+    )
+    async with await PostgresStore.open(postgres_url) as store:
+        await store.events.add(user_input("hello", session="main"))
+    command = [sys.executable, "-m", "wakeful", "run", "--store", postgres_url]
+    command += ["--web", "--web-address", "127.0.0.1:0"]
+    env = os.environ | {"COLUMNS": "300"}
+    async with await anyio.open_process(
+        command, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL
+    ) as process:
+        try:
+            with anyio.fail_after(30):
+                owners = "SELECT owner FROM session_leases"
+                while sql(postgres_url, owners) != [("run-1",)]:  # noqa: ASYNC110
+                    await anyio.sleep(0.1)  # the worker takes the session with its event
+            process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(15):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert code == 0
+    assert sql(postgres_url, "SELECT owner FROM session_leases") == [(None,)]
+    assert sql(postgres_url, "SELECT stopped_at IS NOT NULL FROM workers") == [(True,)]

@@ -8,6 +8,7 @@ the same address) and serving (`serve_web_console`)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -262,6 +263,18 @@ def build_runtime(prepared: PreparedRun, *, observer: SessionObserver | None = N
     return rt
 
 
+async def _stop_on_sigterm(console: anyio.CancelScope, everything: anyio.CancelScope) -> None:
+    """On SIGTERM, cancel `console` (the console around the runtime; one cancelled before the
+    runtime has started ends as soon as it has); on a second one, `everything` at once."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            if console.cancel_called:
+                everything.cancel()
+                return
+            err.print("Stopping: SIGTERM received (send it again to stop at once).")
+            console.cancel()
+
+
 async def close_models(prepared: PreparedRun) -> None:
     """Close the provider adapters' HTTP clients (the Model interface does not require one)."""
     for used in (prepared.model, prepared.parallel):
@@ -273,8 +286,12 @@ async def close_models(prepared: PreparedRun) -> None:
 def run_until_done(
     prepared: PreparedRun, body: Callable[[Runtime], Awaitable[None]], *, quiet: bool
 ) -> None:
-    """Run the runtime `prepared` describes around `body` (a console) until it returns or
-    Ctrl-C; a configuration or store error on the way is printed with its fix (exit 1)."""
+    """Run the runtime `prepared` describes around `body` (a console) until it returns, Ctrl-C
+    or SIGTERM; a configuration or store error on the way is printed with its fix (exit 1).
+
+    SIGTERM (what `docker stop`, systemd and Kubernetes send) stops the runtime as its end
+    would: sessions stopped where they may resume, and, as one worker of several, its sessions
+    released for the other workers at once rather than after the lease time (exit 0)."""
     from ..channels.console import ConsoleObserver
 
     cfg = prepared.config
@@ -283,10 +300,15 @@ def run_until_done(
         observer = ConsoleObserver(
             out, verbose=not quiet, assistant_text_sent=cfg.agent.send_assistant_text
         )
+        console = anyio.CancelScope()  # what SIGTERM cancels: the runtime then ends as usual
         try:
-            rt = build_runtime(prepared, observer=observer)
-            async with rt:
-                await body(rt)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_stop_on_sigterm, console, tg.cancel_scope)
+                rt = build_runtime(prepared, observer=observer)
+                async with rt:
+                    with console:
+                        await body(rt)
+                tg.cancel_scope.cancel()
         finally:
             await close_models(prepared)
 
