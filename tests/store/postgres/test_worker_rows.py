@@ -134,7 +134,7 @@ def test_a_worker_restarted_after_kill_9_waits_for_its_old_registration_then_run
         started = time.monotonic()
         assert second.ask("register", lease_seconds=LEASE_S, name="alpha") == {"worker": "alpha"}
         waited = time.monotonic() - started
-        assert 0.5 < waited < LEASE_S + 2
+        assert 0.5 < waited < LEASE_S + 10  # it waited, for about the lease, and went on
         log = second.stderr()
         assert log.count("waiting up to") == 1
         assert f"for the previous worker named alpha (pid {first.pid} on " in log
