@@ -328,7 +328,14 @@ async def test_a_holder_frozen_past_its_lease_writes_no_cursor_when_it_resumes(
             await until(lambda: state(survivor).state == "standby", 20, "standby")
             os.kill(process.pid, signal.SIGSTOP)
             try:
-                await until(lambda: ACTIVE == ["s"], lease_s + 15, "the takeover")
+                # Frozen inside a cursor write, the holder keeps the role's row locked until the
+                # server ends its transaction (idle_in_transaction_session_timeout, 10 s); the
+                # survivor takes the role then. Generous: a loaded machine makes new connections
+                # slowly, and each cancelled take attempt costs one.
+                from wakeful.store.postgres.leases import IDLE_IN_TRANSACTION_TIMEOUT_S
+
+                within = lease_s + IDLE_IN_TRANSACTION_TIMEOUT_S + 30
+                await until(lambda: ACTIVE == ["s"], within, "the takeover")
                 await until_stored(partial(cursor, postgres_url, "by"), "s", 15, "its cursor")
                 frozen_writes = await cursor(postgres_url, "writes:f")
             finally:
