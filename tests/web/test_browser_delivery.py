@@ -50,6 +50,20 @@ Object.defineProperty(document, "visibilityState", {
   get: () => (window.__hidden ? "hidden" : "visible"),
 });
 """
+LOOK_BACK = "window.__hidden = false; document.dispatchEvent(new Event('visibilitychange'))"
+# How many single-message answers (GET /api/messages/<id>) the page has read: counted as its
+# `await response.json()` resumes, so a test can tell the page has handled an answer.
+COUNT_SNAPSHOTS = """
+window.__snapshots = 0;
+(() => {
+  const parseJson = Response.prototype.json;
+  Response.prototype.json = function () {
+    const parsed = parseJson.call(this);
+    if (this.url.includes("/api/messages/msg_")) parsed.then(() => { window.__snapshots += 1; });
+    return parsed;
+  };
+})();
+"""
 
 
 @asynccontextmanager
@@ -128,10 +142,7 @@ async def test_an_urgent_message_unread_in_the_browser_escalates_then_is_read_ev
                     await page.screenshot(path=str(tmp_path / "2-escalated-to-telegram.png"))
 
                     # The person looks back: read in the page, read everywhere.
-                    await page.evaluate(
-                        "window.__hidden = false;"
-                        "document.dispatchEvent(new Event('visibilitychange'))"
-                    )
+                    await page.evaluate(LOOK_BACK)
                     await page.locator("#unread").wait_for(state="hidden")
                     await until(lambda: _reacted(fake))
                     await _text_becomes(chip, "telegram:me: read")
@@ -167,3 +178,83 @@ async def _text_becomes(locator: Any, text: str) -> None:
     with anyio.fail_after(10):
         while (await locator.inner_text()) != text:  # noqa: ASYNC110 - the page updates itself
             await anyio.sleep(0.05)
+
+
+def _holding_reactions(app: Any, go: anyio.Event) -> Any:
+    """`app` (the fake Bot API), answering setMessageReaction only once `go` is set."""
+
+    async def held(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/setMessageReaction"):
+            await go.wait()
+        await app(scope, receive, send)
+
+    return held
+
+
+async def test_a_snapshot_from_before_the_telegram_copy_was_read_does_not_undo_it_on_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a message, the page asks for its deliveries (twice: on the "read" event and on
+    its own read report's answer) while the delivery policy is putting the 👀 on the Telegram
+    copy. Those answers say "telegram:me: sent"; the live update that follows says "read". On a
+    busy machine an answer can reach the page after that update: held here until the page
+    shows "read", they must not turn the chip back to "sent"."""
+    monkeypatch.setenv(TOKEN_ENV, FakeBotApi.token)
+    fake = FakeBotApi()
+    reaction_may_go = anyio.Event()
+    held: list[tuple[Any, Any]] = []
+
+    async def hold_stale(route: Any) -> None:
+        response = await route.fetch()
+        snapshot = await response.json()
+        states = {d["channel"]: d["state"] for d in snapshot["deliveries"]}
+        if snapshot["read"] and states.get("telegram:me") == "sent":
+            held.append((route, response))  # answered below, after the live update
+        else:
+            await route.fulfill(response=response)
+
+    api = _holding_reactions(fake.app, reaction_may_go)
+    async with serving(api) as port, served(tmp_path, f"http://127.0.0.1:{port}") as (rt, url):
+        await until(lambda: _running(rt))
+        async with playwright_api.async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM)
+            try:
+                page = await browser.new_page()
+                await page.add_init_script(LOOK_AWAY + COUNT_SNAPSHOTS)
+                await page.route("**/api/messages/msg_*", hold_stale)
+                await page.goto(f"{url}/?token={TOKEN}")
+                await until(lambda: _present(rt))
+                await page.evaluate("window.__hidden = true")
+
+                sent = await rt.outbox.send("main", "The server is down.", urgency="urgent")
+                item = page.locator(f'#chat li[data-id="{sent.id}"]')
+                chip = item.locator('.delivery[data-channel="telegram:me"]')
+                await until(lambda: _sent_to_telegram(fake), seconds=20)
+                await _text_becomes(chip, "telegram:me: sent")
+
+                await page.evaluate(LOOK_BACK)
+
+                async def both_refreshes_held() -> bool:
+                    return len(held) == 2
+
+                await until(both_refreshes_held)
+                reaction_may_go.set()
+                await until(lambda: _reacted(fake))
+                await _text_becomes(chip, "telegram:me: read")  # the live update
+                handled = await page.evaluate("window.__snapshots")
+                for route, response in held:
+                    await route.fulfill(response=response)
+
+                async def page_handled_them() -> bool:
+                    count = await page.evaluate("window.__snapshots")
+                    return bool(count == handled + len(held))
+
+                await until(page_handled_them)
+                assert await chip.inner_text() == "telegram:me: read"
+                assert await item.locator(".unread-mark").count() == 0
+                stored = await rt.outbox.messages.get(sent.id)
+                assert stored is not None
+                states = {d.channel: d.state for d in stored.deliveries}
+                assert states == {"console": "read", "telegram:me": "read"}
+            finally:
+                await browser.close()

@@ -97,12 +97,24 @@ function renderAttachments(message) {
   return box;
 }
 
+// The deliveries each message's chips show, by channel (see renderDeliveries).
+const deliveriesShown = new WeakMap();
+
 function renderDeliveries(item, deliveries) {
   // Where the message went: "console: read · telegram:me: failed" (the error on hover).
+  // Answers and live updates race (an answer read from the store before a copy was marked read
+  // can arrive after the live update saying it was), so each channel keeps the newest record
+  // it was told of: one last updated before the record shown is out of date and ignored.
+  const newest = deliveriesShown.get(item) || new Map();
+  for (const d of deliveries || []) {
+    const shownNow = newest.get(d.channel);
+    if (!shownNow || !(d.updated_at < shownNow.updated_at)) newest.set(d.channel, d);
+  }
+  deliveriesShown.set(item, newest);
   let box = item.querySelector(".deliveries");
   if (!box) { box = el("div", null, "deliveries"); item.append(box); }
   box.replaceChildren();
-  for (const d of deliveries || []) {
+  for (const d of newest.values()) {
     const span = el("span", d.channel + ": " + d.state, "delivery " + d.state);
     span.dataset.channel = d.channel;
     if (d.error) span.title = d.error;
@@ -150,7 +162,8 @@ async function refreshMessage(id) {
   const response = await fetch("/api/messages/" + encodeURIComponent(id));
   if (!response.ok) return;
   const message = await response.json();
-  showRead(item, message.read);
+  // Read is for good: an answer from before the message was read leaves its mark off.
+  if (message.read) showRead(item, true);
   renderDeliveries(item, message.deliveries);
 }
 
