@@ -281,10 +281,10 @@ def test_corrupt_missing_and_old_index_files(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"corrupt.*build it again"):
         ToolIndex.load(garbage)
     old = tmp_path / "old.idx"
-    header = b'{"format": "wakeful-tool-index", "version": 0, "servers": []}'
+    header = b'{"format": "wakeful-tool-index", "version": 1, "servers": []}'
     with old.open("wb") as file:
         np.savez(file, header=np.frombuffer(header, dtype=np.uint8))
-    with pytest.raises(UserError, match=r"version 0.*reads version 1"):
+    with pytest.raises(UserError, match=r"version 1.*reads version 2"):
         ToolIndex.load(old)
     foreign = tmp_path / "foreign.idx"
     with foreign.open("wb") as file:

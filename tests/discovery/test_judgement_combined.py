@@ -1,7 +1,7 @@
 """The hybrid judgement's cosine floors, and two everyday needs judged with the real model.
 
 Where the transformer read a need, the best tool is claimed when its cosine clears the chance
-cosine by `HybridRanking.precise_floor` (0.15), or by `precise_floor_with_words` (-0.14) when its
+cosine by `HybridRanking.precise_floor` (0.16), or by `precise_floor_with_words` (-0.16) when its
 own text covers the need's words. A combined rule (a logistic regression over the evidence
 signals, bench/discovery/fit_combined.py) was tried on the development catalogs and not kept:
 it refuses "Is it going to rain in Berlin tomorrow?" here. The first tests pin the kept rule on

@@ -262,6 +262,18 @@ def test_export_reproduces_the_torch_model(
     assert again.model_file.stat().st_mtime_ns == stamp
 
 
+def test_a_quantised_texts_vector_does_not_depend_on_the_texts_beside_it(tmp_path: Path) -> None:
+    # int8 matrix products quantise their input over the whole tensor: in one batch, a long
+    # text (and the padding of a short one) would move a short text's vector.
+    folder = tiny_bert(tmp_path / "model")
+    exported = OnnxEmbedder.from_model(folder, cache_dir=tmp_path / "cache", quantise=True)
+    need = "stock price"
+    neighbours = ["weather forecast for the city rain rain news company", "the news", need]
+    alone = exported.embed([need])[0]
+    for row in exported.embed(neighbours * 4)[2::3]:
+        np.testing.assert_array_equal(row, alone)
+
+
 @pytest.mark.parametrize(
     ("ranking", "cached"),
     [([], [".npy", ".onnx"]), (["--ranking", "adaptive"], [".onnx"]),

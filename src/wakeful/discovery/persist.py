@@ -32,7 +32,9 @@ __all__ = [
 ]
 
 FORMAT: Final = "wakeful-tool-index"
-VERSION: Final = 1
+# 2: the ONNX embedder embeds each text alone, so a version-1 file's precise vectors (embedded
+# in batches) differ from what the same embedder gives now.
+VERSION: Final = 2
 
 Vectors = npt.NDArray[np.float32]
 
