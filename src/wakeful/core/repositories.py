@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from ..errors import UserError, WakefulError
 from ..events import Event
 from ..messages import Message
 from .records import (
@@ -41,10 +42,14 @@ __all__ = [
     "IdempotencyRepository",
     "MessageRepository",
     "Repositories",
+    "RunningLimit",
+    "SubagentLimitReached",
     "SubagentRepository",
     "TaskRepository",
     "TimerRepository",
     "TrajectoryRepository",
+    "check_running_limits",
+    "refuse_over_running_limits",
 ]
 
 
@@ -390,13 +395,64 @@ class MessageRepository(Protocol):
         ...
 
 
+# Which limit on running children a new child would pass: of its parent, or of its tree.
+RunningLimit = Literal["max_children", "max_tree"]
+
+
+class SubagentLimitReached(WakefulError):
+    """Raised by :meth:`SubagentRepository.add`: the new child would pass a limit on running
+    children (`limit` of them, `running` now), so nothing was stored. The spawn is refused; it
+    can be asked again once a child has ended."""
+
+    def __init__(self, kind: RunningLimit, running: int, limit: int) -> None:
+        super().__init__(
+            f"{running} children are running, the most at once ({kind} = {limit}); the new "
+            "child was not stored."
+        )
+        self.kind: RunningLimit = kind
+        self.running = running
+        self.limit = limit
+
+
+def check_running_limits(max_children: int | None, max_tree: int | None) -> None:
+    """Refuse (UserError) a limit on running children below 1: it would refuse every child."""
+    for name, value in (("max_children", max_children), ("max_tree", max_tree)):
+        if value is not None and value < 1:
+            raise UserError(
+                f"{name} = {value} would refuse every child: give at least 1, or None for no limit."
+            )
+
+
+def refuse_over_running_limits(
+    children: int, tree: int, max_children: int | None, max_tree: int | None
+) -> None:
+    """SubagentLimitReached when one more child would pass a limit, with `children` of its
+    parent's and `tree` of its tree's running now."""
+    if max_children is not None and children >= max_children:
+        raise SubagentLimitReached("max_children", children, max_children)
+    if max_tree is not None and tree >= max_tree:
+        raise SubagentLimitReached("max_tree", tree, max_tree)
+
+
 class SubagentRepository(Protocol):
     """The child agents of every session (`sub_…` ids), their place in their tree and how they
     ended; what lets a restart find the children still at work and hand over results exactly
     once."""
 
-    async def add(self, record: SubagentRecord) -> None:
-        """Store a new child (status "running"); an id stored already is refused (UserError)."""
+    async def add(
+        self,
+        record: SubagentRecord,
+        *,
+        max_children: int | None = None,
+        max_tree: int | None = None,
+    ) -> None:
+        """Store a new child (status "running"); an id stored already is refused (UserError).
+
+        With limits, the running children of `record.parent` (at most `max_children`) and of
+        its tree (rows with the same `root`, at most `max_tree`) are counted and the child is
+        stored in one atomic step, so of spawns at once (in one process or on several workers
+        of one store) no more pass than the limits let: over one, SubagentLimitReached and
+        nothing is stored. A limit below 1 is refused (UserError)."""
         ...
 
     async def finish(

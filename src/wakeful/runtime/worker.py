@@ -50,9 +50,12 @@ Known gaps:
   result for its parent, a person's answer) are stored unfenced: they are handed to their
   session's owner, and the last two have ids that make a repeat a duplicate.
 - Taking up one session's requests reads every unsettled request (the repository has no
-  per-session query). The limits on running children count the parent's and the tree's running
-  children from the store too, but two workers spawning in one tree at the same moment can
-  both pass the check (it is not a transaction).
+  per-session query).
+
+The limits on running children (``subagents.max_children``, ``max_tree``) hold across workers:
+a spawn's record is stored by a write that counts the parent's and the tree's running children
+in its own transaction, under advisory locks on that parent and tree, and refuses a child over a
+limit (see :mod:`wakeful.store.postgres.subagents`).
 
 A session a clean stop released with an open request to a person or a child running (or a result
 not handed over) but no pending event is claimed by the next claim pass anywhere, like one with

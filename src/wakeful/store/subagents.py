@@ -8,11 +8,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..core.records import SubagentRecord, SubagentStatus
+from ..core.repositories import check_running_limits, refuse_over_running_limits
 from ..errors import UserError
 from .access import StoreAccess
 from .rows import SUBAGENT_COLUMNS, decode_subagent, subagent_row
 
 __all__ = ["SqliteSubagents"]
+
+# The running children of a parent and of a tree (its root), for the limits on running children.
+# The repeated condition on status lets the partial index of unsettled rows serve it (SQLite uses
+# a partial index only when the query names its condition): few rows are unsettled at any time.
+_RUNNING_NEAR = (
+    "SELECT coalesce(sum(parent = ?), 0), coalesce(sum(root = ?), 0) FROM subagents "
+    "WHERE (status = 'running' OR delivered = 0) AND status = 'running'"
+)
 
 
 class SqliteSubagents:
@@ -21,10 +30,23 @@ class SqliteSubagents:
     def __init__(self, access: StoreAccess) -> None:
         self._access = access
 
-    async def add(self, record: SubagentRecord) -> None:
+    async def add(
+        self,
+        record: SubagentRecord,
+        *,
+        max_children: int | None = None,
+        max_tree: int | None = None,
+    ) -> None:
+        check_running_limits(max_children, max_tree)
         row = subagent_row(record)
 
         def apply(conn: sqlite3.Connection) -> None:
+            # One write on the one writer thread: the count and the insert are one step.
+            if max_children is not None or max_tree is not None:
+                children, tree = conn.execute(
+                    _RUNNING_NEAR, (record.parent, record.root)
+                ).fetchone()
+                refuse_over_running_limits(children, tree, max_children, max_tree)
             try:
                 conn.execute(
                     f"INSERT INTO subagents ({SUBAGENT_COLUMNS}) VALUES "

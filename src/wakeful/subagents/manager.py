@@ -25,6 +25,11 @@ under an event id that makes a second hand-over a duplicate the store drops. As 
 several sharing a store, a running child is followed by the worker that owns its session and an
 ended one by its parent's owner, each taken up with that session (:meth:`Subagents.restore`),
 and its record written through that session's fence.
+
+The limits on running children (`max_children`, `max_tree`) hold for spawns at the same moment:
+in this process a spawn past its check holds its place until its record is stored, and the
+repository counts again as it stores the record, in one step with the insert, for other
+workers' spawns.
 """
 
 from __future__ import annotations
@@ -51,7 +56,13 @@ from ..collab import (
 )
 from ..core.channel import source_event_id
 from ..core.records import SubagentMode, SubagentRecord, SubagentStatus
-from ..core.repositories import SubagentRepository
+from ..core.repositories import (
+    RunningLimit,
+    SubagentLimitReached,
+    SubagentRepository,
+    check_running_limits,
+    refuse_over_running_limits,
+)
 from ..core.session_writes import SessionWrites, shared_writes
 from ..errors import SessionMoved, ToolError, UserError
 from ..events import (
@@ -141,7 +152,22 @@ class MemorySubagents:
 
     _records: dict[str, SubagentRecord] = field(default_factory=dict)
 
-    async def add(self, record: SubagentRecord) -> None:
+    async def add(
+        self,
+        record: SubagentRecord,
+        *,
+        max_children: int | None = None,
+        max_tree: int | None = None,
+    ) -> None:
+        check_running_limits(max_children, max_tree)
+        # No await from the count to the insert: one step in the event loop.
+        running = [r for r in self._records.values() if r.status == "running"]
+        refuse_over_running_limits(
+            sum(r.parent == record.parent for r in running),
+            sum(r.root == record.root for r in running),
+            max_children,
+            max_tree,
+        )
         if record.id in self._records:
             raise UserError(f"A subagent with the id {record.id} is stored already.")
         self._records[record.id] = record
@@ -244,6 +270,9 @@ class Subagents:
         self._children: dict[str, _Child] = {}  # running, and ended ones not yet handed over
         # The children of this run not yet handed over and ended (others: the repository).
         self._records: dict[str, SubagentRecord] = {}
+        # Spawns of this process past their limit check and not yet stored: they count as
+        # running for the spawns after them (see spawn).
+        self._spawning: dict[str, SubagentRecord] = {}
         # Parents that are not sessions of the runtime (a client of the collaboration MCP
         # server), by session id: their children's questions, progress and results go here.
         self.outside_parents: dict[str, ParentInbox] = {}
@@ -349,39 +378,6 @@ class Subagents:
                 f"A child here would be at depth {depth}, over the limit of {limits.max_depth} "
                 "(subagents.max_depth): do this part yourself, or hand it back to your parent."
             )
-        running = await self._running_near(parent, root if root != subagent_id else None)
-        mine = [r for r in running if r.parent == parent]
-        if len(mine) >= limits.max_children:
-            raise SubagentError(
-                f"{len(mine)} of your children are running, the most at once "
-                f"(subagents.max_children = {limits.max_children}): wait for one to finish "
-                "(list_subagents), or cancel one."
-            )
-        tree = [r for r in running if r.root == root]
-        if len(tree) >= limits.max_tree:
-            raise SubagentError(
-                f"{len(tree)} children of this tree are running, the most at once "
-                f"(subagents.max_tree = {limits.max_tree}): wait for some to finish."
-            )
-        # A new tree (a top-level session's child) has used nothing yet.
-        used = await self.tree_tokens(root) if root != subagent_id else 0
-        if used >= limits.max_tokens_per_tree:
-            raise SubagentError(
-                f"The children of this tree used {used:,} tokens, the limit "
-                f"(subagents.max_tokens_per_tree = {limits.max_tokens_per_tree:,}): finish "
-                "the work yourself."
-            )
-        try:
-            view = ParentView.from_trajectory(task, host.messages(parent))
-            prepared = await prepare_child_context(
-                view,
-                definition.context,
-                call=call,
-                share=share,
-                model=self.context_model,
-            )
-        except UserError as exc:
-            raise SubagentError(str(exc)) from exc
         record = SubagentRecord(
             id=subagent_id,
             parent=parent,
@@ -393,24 +389,85 @@ class Subagents:
             mode=mode,
             status="running",
             created_at=_now(),
-            context_strategy=prepared.record.strategy,
         )
-        await self._writes(record.id, record.parent).add(record)
-        child = _Child(record, definition, attached=mode == "sync")
+        running = await self._running_near(parent, root if root != subagent_id else None)
+        # From this count to the reservation nothing awaits: of this process's spawns at the
+        # same moment, each counts those before it (running, or reserved while their context is
+        # made). The store counts again as it stores the record, for other workers' spawns.
+        mine = sum(r.parent == parent for r in running)
+        if mine >= limits.max_children:
+            raise SubagentError(_over_limit("max_children", mine, limits.max_children))
+        tree = sum(r.root == root for r in running)
+        if tree >= limits.max_tree:
+            raise SubagentError(_over_limit("max_tree", tree, limits.max_tree))
+        self._spawning[subagent_id] = record
+        try:
+            child, context = await self._start_child(
+                host, record, definition, share=share, call=call
+            )
+        finally:
+            del self._spawning[subagent_id]
+        tg.start_soon(self._watch, child, name=f"subagent {record.id}")
+        return child.record, context
+
+    async def _start_child(
+        self,
+        host: SubagentHost,
+        record: SubagentRecord,
+        definition: AgentDefinition,
+        *,
+        share: ManualShare | None,
+        call: CallContextSettings | None,
+    ) -> tuple[_Child, ContextRecord]:
+        """The rest of a spawn whose place is reserved: its tree's tokens checked, its context
+        made, its record stored (within the limits, counted again by the repository) and its
+        task delivered to its session."""
+        limits = self.limits
+        # A new tree (a top-level session's child) has used nothing yet.
+        used = await self.tree_tokens(record.root) if record.root != record.id else 0
+        if used >= limits.max_tokens_per_tree:
+            raise SubagentError(
+                f"The children of this tree used {used:,} tokens, the limit "
+                f"(subagents.max_tokens_per_tree = {limits.max_tokens_per_tree:,}): finish "
+                "the work yourself."
+            )
+        try:
+            view = ParentView.from_trajectory(record.task, host.messages(record.parent))
+            prepared = await prepare_child_context(
+                view,
+                definition.context,
+                call=call,
+                share=share,
+                model=self.context_model,
+            )
+        except UserError as exc:
+            raise SubagentError(str(exc)) from exc
+        record = record._replace(created_at=_now(), context_strategy=prepared.record.strategy)
+        try:
+            await self._writes(record.id, record.parent).add(
+                record, max_children=limits.max_children, max_tree=limits.max_tree
+            )
+        except SubagentLimitReached as exc:
+            raise SubagentError(_over_limit(exc.kind, exc.running, exc.limit)) from exc
+        child = _Child(record, definition, attached=record.mode == "sync")
         self._children[record.id] = child
         self._records[record.id] = record
         await host.deliver(
             Event(
                 kind=AGENT_INPUT,
-                source=Source(type="agent", id=parent),
+                source=Source(type="agent", id=record.parent),
                 content=prepared.text,
                 # The blocks carry their own source tags ([FROM_MAIN_AGENT], [FROM_USER], …).
-                context={"from": "parent", "subagent": record.id, "mode": mode, "tagged": True},
+                context={
+                    "from": "parent",
+                    "subagent": record.id,
+                    "mode": record.mode,
+                    "tagged": True,
+                },
                 session=record.id,
             )
         )
-        tg.start_soon(self._watch, child, name=f"subagent {record.id}")
-        return record, prepared.record
+        return child, prepared.record
 
     async def wait(self, subagent_id: str) -> SubagentRecord:
         """Until the child ends (a sync spawn call); its final record, marked handed over. A
@@ -515,13 +572,16 @@ class Subagents:
     async def _running_near(self, parent: str, root: str | None) -> list[SubagentRecord]:
         """The children running now among `parent`'s and those of the tree `root` (None: a new
         tree): those followed here, and those the store says are running, which other workers of
-        a cluster may follow (the limits hold for the whole tree, wherever its children run)."""
-        running = {
-            c.record.id: c.record for c in self._children.values() if c.record.status == "running"
-        }
+        a cluster may follow (the limits hold for the whole tree, wherever its children run),
+        and the spawns of this process under way (:attr:`_spawning`). What is in memory is read
+        after the store, with no await before the caller's count."""
         stored = await self.repository.children(parent)
         if root is not None:
             stored += await self._tree(root)
+        running = {
+            c.record.id: c.record for c in self._children.values() if c.record.status == "running"
+        }
+        running.update(self._spawning)
         for record in stored:
             if record.status == "running":
                 running.setdefault(record.id, record)
@@ -950,6 +1010,20 @@ class Subagents:
             ),
         )
         await self._writes(record.id, record.parent).mark_delivered(record.id)
+
+
+def _over_limit(kind: RunningLimit, running: int, limit: int) -> str:
+    """What a parent is told when a new child would pass a limit on running children."""
+    if kind == "max_children":
+        return (
+            f"{running} of your children are running, the most at once "
+            f"(subagents.max_children = {limit}): wait for one to finish (list_subagents), or "
+            "cancel one."
+        )
+    return (
+        f"{running} children of this tree are running, the most at once "
+        f"(subagents.max_tree = {limit}): wait for some to finish."
+    )
 
 
 def _goes_with(record: SubagentRecord, session: str | None) -> bool:

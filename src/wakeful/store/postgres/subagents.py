@@ -11,6 +11,11 @@ root), checked against the lease: the worker holding the session runs its childr
 lost the lease must not record a child's ending (the first ending wins, so a stale "done" would
 beat the new owner's repair), its tokens, or a result as delivered that it can no longer hand to
 the parent (the result would be lost).
+
+The limits on running children hold across workers: a spawn counts its parent's and its tree's
+running children and inserts the new one in one transaction, under advisory locks on that parent
+and tree (see :func:`_check_running`), so two workers spawning at once in one tree are counted
+one after the other.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ...core.records import SubagentRecord, SubagentStatus
+from ...core.repositories import check_running_limits, refuse_over_running_limits
 from ..rows import SUBAGENT_COLUMNS, decode_subagent, subagent_row
 from .access import Connection, PostgresAccess, insert_new
 from .events import check_fenced_session
@@ -27,6 +33,12 @@ from .leases import Lease
 __all__ = ["PostgresSubagents"]
 
 _ID_CONSTRAINT: Final = "subagents_id_unique"
+# The running children of a parent and of a tree (its root), for the limits on running children;
+# the partial index of unsettled rows serves it (few rows are unsettled at any time).
+_RUNNING_NEAR: Final = (
+    "SELECT count(*) FILTER (WHERE parent = %s), count(*) FILTER (WHERE root = %s) "
+    "FROM subagents WHERE status = 'running'"
+)
 
 
 class PostgresSubagents:
@@ -38,12 +50,22 @@ class PostgresSubagents:
         self._access = access
         self._fence = fence
 
-    async def add(self, record: SubagentRecord) -> None:
+    async def add(
+        self,
+        record: SubagentRecord,
+        *,
+        max_children: int | None = None,
+        max_tree: int | None = None,
+    ) -> None:
+        check_running_limits(max_children, max_tree)
         if self._fence is not None and self._fence.session not in (record.root, record.id):
             check_fenced_session(self._fence, [record.parent], "subagents")
         row = subagent_row(record)
 
         async def apply(conn: Connection) -> None:
+            # In the write's transaction, after its lease check when fenced.
+            if max_children is not None or max_tree is not None:
+                await _check_running(conn, record, max_children, max_tree)
             await insert_new(
                 conn,
                 f"INSERT INTO subagents ({SUBAGENT_COLUMNS}) VALUES "
@@ -131,3 +153,24 @@ class PostgresSubagents:
     async def _select(self, where: str, params: tuple[Any, ...]) -> list[SubagentRecord]:
         rows = await self._access.read(f"SELECT {SUBAGENT_COLUMNS} FROM subagents {where}", params)
         return [decode_subagent(row) for row in rows]
+
+
+async def _check_running(
+    conn: Connection, record: SubagentRecord, max_children: int | None, max_tree: int | None
+) -> None:
+    """Refuse (SubagentLimitReached) a new child over a limit on running children, counting
+    them under transaction-scoped advisory locks on its parent and its tree: another worker's
+    spawn in the same parent or tree waits for this transaction to end, then counts this child
+    (each statement reads what was committed before it began). The locks are taken in one order
+    (by their names) so that two spawns cannot wait for each other."""
+    keys = set()
+    if max_children is not None:
+        keys.add(f"wakeful subagents of parent {record.parent}")
+    if max_tree is not None:
+        keys.add(f"wakeful subagents of tree {record.root}")
+    for key in sorted(keys):
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+    cursor = await conn.execute(_RUNNING_NEAR, (record.parent, record.root))
+    row = await cursor.fetchone()
+    assert row is not None  # an aggregate has one row
+    refuse_over_running_limits(row[0], row[1], max_children, max_tree)
