@@ -180,3 +180,28 @@ async def test_messages_handed_over_to_a_role_are_kept_once_each_oldest_first(
         assert await holder.handed_over(ROLE, within_s=0.2, limit=10) == ["msg_d"]
         assert await holder.handed_over(ROLE, within_s=60, limit=10) == ["msg_d"]
         assert await holder.handed_over("channel:xmpp:me", within_s=60, limit=10) == ["msg_x"]
+
+
+async def test_a_take_behind_a_frozen_cursor_write_gives_up_at_once_and_takes_it_once_freed(
+    postgres_url: str,
+) -> None:
+    # A holder frozen inside a cursor write keeps the role's row locked (FOR SHARE) until the
+    # server ends its transaction. A take meanwhile must answer "not now" soon, not wait there
+    # (the runtime would cancel it and drop its connection).
+    import psycopg
+
+    from wakeful.store.postgres.roles import check_role
+
+    async with stores(postgres_url, 2) as (first, second):
+        lease = await first.role_leases("frozen", lease_seconds=0.5).take(ROLE)
+        assert lease is not None
+        standby = second.role_leases("standby", lease_seconds=30)
+        async with await psycopg.AsyncConnection.connect(postgres_url) as frozen:
+            async with frozen.transaction():
+                await check_role(frozen, lease, "a cursor")  # and then nothing: frozen
+                await anyio.sleep(0.7)  # past the lease
+                with anyio.fail_after(2.5):
+                    assert await standby.take(ROLE) is None
+            # The write's transaction ended: the expired role is taken at the next attempt.
+            taken = await standby.take(ROLE)
+            assert taken is not None and taken.epoch == lease.epoch + 1

@@ -7,8 +7,9 @@ A role is a ``role_leases`` row naming its `owner` (a worker id) with an `expire
 renewing it is one ``UPDATE`` that matches owner, epoch and an unexpired lease, so a renewal
 after the role moved finds no row and reports it lost. Every time is the database's
 (``clock_timestamp()``), as for session leases (:mod:`.leases`), so workers' clocks play no part.
-Each operation is one autocommitted statement: no transaction stays open on a worker's side,
-so a worker frozen mid-call holds no row lock.
+Each operation is one statement in a transaction of its own: none stays open on a worker's side,
+so a worker frozen mid-call holds no row lock. A take waits at most a quarter of the lease (1 s
+at most) for a row a cursor write has locked, then answers "not now" (see :meth:`take`).
 
 Lease rows rather than advisory locks: an advisory lock lives as long as its connection, so a
 frozen process (SIGSTOP, a long pause) or one cut off from the database keeps its lock, and the
@@ -80,6 +81,10 @@ _TAKE: Final = (
     "WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= clock_timestamp() "
     "RETURNING epoch, expires_at"
 )
+# How long a take waits for the role's row while a cursor write locks it: a quarter of the lease
+# (standby workers try every third), within these bounds.
+_TAKE_MIN_WAIT_MS: Final = 50
+_TAKE_MAX_WAIT_MS: Final = 1000
 _RENEW: Final = (
     f"UPDATE role_leases SET renewed_at = clock_timestamp(), expires_at = {_EXPIRY} "
     "WHERE role = %s AND owner = %s AND epoch = %s AND expires_at > clock_timestamp() "
@@ -178,10 +183,23 @@ class PostgresRoleLeases:
         return self._lease_seconds
 
     async def take(self, role: str) -> RoleLease | None:
-        """Take `role` (a new epoch) unless another worker holds an unexpired lease on it."""
-        row = await self._one(
-            _TAKE, (role, self._owner, self._lease_seconds), f"take the role {role!r}"
-        )
+        """Take `role` (a new epoch) unless another worker holds an unexpired lease on it.
+
+        None too, after a short wait, while a cursor write locks the role's row: a holder frozen
+        inside one keeps it locked until the server ends its transaction
+        (``idle_in_transaction_session_timeout``), and the next attempt takes the role then."""
+        wait_ms = max(_TAKE_MIN_WAIT_MS, min(_TAKE_MAX_WAIT_MS, self._lease_seconds * 250))
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = {int(wait_ms)}")
+                cursor = await conn.execute(
+                    _TAKE.encode(), (role, self._owner, self._lease_seconds)
+                )
+                row = await cursor.fetchone()
+        except psycopg.errors.LockNotAvailable:
+            return None
+        except psycopg.Error as exc:
+            raise self._error(f"take the role {role!r}", exc) from exc
         if row is None:
             return None
         return RoleLease(role, self._owner, int(row[0]), row[1])
