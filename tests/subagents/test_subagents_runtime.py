@@ -331,6 +331,63 @@ async def test_cancelling_a_child_cancels_its_own_children(tmp_path: Path) -> No
         assert any("Cancelled by your parent: its parent sub_" in t for t in texts)
 
 
+@pytest.mark.parametrize("with_store", [False, True])
+async def test_cancelling_a_lead_ends_every_child_of_its_tree_cancelled(
+    tmp_path: Path, with_store: bool
+) -> None:
+    # While a cancel works down the tree, a child whose own children have all ended looks idle
+    # with nothing running: it must not be judged "stopped without returning a result".
+    branches, leaves = 4, 6
+
+    def parent(messages: Sequence[Message], _: str) -> Turn:
+        text = str(last(messages).content)
+        if text == "go":
+            return use(call("spawn_subagent", agent="helper", task="Lead.", mode="async"))
+        if text.startswith("cancel "):
+            return use(call("cancel_subagent", subagent_id=text.split()[1], reason="plan changed"))
+        return say("")
+
+    def helper(messages: Sequence[Message], _: str) -> Turn:
+        if len(messages) != 2:
+            return say("")
+        task = str(messages[1].content)
+        if "Lead." in task:
+            return use(*(call("spawn_subagent", agent="helper", task=f"Branch {i}.",
+                              mode="async") for i in range(branches)))  # fmt: skip
+        if "Branch " in task:
+            return use(*(call("spawn_subagent", agent="helper", task=f"Leaf {i}.",
+                              mode="async") for i in range(leaves)))  # fmt: skip
+        return use(call("ask_parent", question="Go on?"))  # a leaf: asks and waits
+
+    model = model_of({"parent": parent, "helper": helper})
+    limits = SubagentLimits(
+        max_depth=3, max_children=leaves, max_tree=100, answer_timeout_seconds=600
+    )
+    async with runtime(model, tmp_path if with_store else None, subagent_limits=limits) as rt:
+        subagents = rt.subagents
+        assert subagents is not None
+        await rt.submit(user_input("go"))
+        tree = 1 + branches + branches * leaves
+        await until(
+            lambda: (
+                len(subagents._records) == tree
+                and sum(c.question is not None for c in subagents._children.values())
+                == branches * leaves
+            ),
+            seconds=30,
+        )
+        ids = list(subagents._records)
+        lead = next(r for r in subagents._records.values() if r.depth == 1)
+        await rt.submit(user_input(f"cancel {lead.id}"))
+        await settle(rt, 30)
+        records = [await subagents.repository.get(i) for i in ids]
+        ended = {(r.id, r.status, r.error) for r in records if r is not None}
+        assert len(ended) == tree
+        assert {status for _, status, _ in ended} == {"cancelled"}, sorted(
+            (status, error) for _, status, error in ended if status != "cancelled"
+        )
+
+
 async def test_limits_refuse_a_spawn_with_the_limit_and_the_fix() -> None:
     def parent(messages: Sequence[Message], _: str) -> Turn:
         if isinstance(last(messages), UserMessage) and len(messages) == 2:

@@ -228,6 +228,9 @@ class _Child:
     taken: bool = False  # that call has it (or was stopped): no event to hand over
     bad_results: int = 0
     reminded: bool = False
+    # Its cancel is under way (its own children first): idle with nothing running then is
+    # not "stopped without a result".
+    cancelling: bool = False
     question: tuple[anyio.Event, list[str]] | None = None
     question_text: str = ""
     last_message: str = ""
@@ -521,9 +524,11 @@ class Subagents:
     async def cancel(self, subagent_id: str, reason: str, *, parent: str | None = None) -> str:
         """Cancel a child and, first, its own children; what happened, in a line."""
         host, _ = await self._ready()  # its ending counts the tokens of this run too
-        record = (await self._own(parent, subagent_id)).record
+        child = await self._own(parent, subagent_id)
+        record = child.record
         if record.status != "running":
             return f"{subagent_id} had already ended ({record.status}); nothing to cancel"
+        child.cancelling = True
         doomed = [
             c
             for c in self._children.values()
@@ -906,7 +911,11 @@ class Subagents:
                     break
             if child.ended.is_set():
                 break
-            if host.is_idle(record.id) and not self._running_children(record.id):
+            if (
+                not child.cancelling
+                and host.is_idle(record.id)
+                and not self._running_children(record.id)
+            ):
                 await self._idle_without_result(child)
 
     def _writes(self, subagent_id: str, parent: str | None = None) -> SubagentRepository:
@@ -945,6 +954,8 @@ class Subagents:
         """The child stopped without return_result: its final text is its result when it needs
         no schema (or matches it); otherwise it is reminded once, then failed."""
         host, _ = self._running()
+        if child.cancelling:
+            return  # it ends cancelled
         text = host.last_text(child.record.id).strip()
         value: Any = text
         if child.definition.output_schema is not None:
