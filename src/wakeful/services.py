@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+import anyio
 
 from .clock import Clock
 from .core.channel import HandedOver
@@ -23,7 +26,7 @@ from .core.records import (
 )
 from .core.repositories import MessageRepository
 from .core.session_writes import SessionWrites, shared_writes
-from .errors import UserError
+from .errors import StoreError, UserError
 from .events import Event
 from .tools.tasks import TaskManager
 
@@ -47,9 +50,48 @@ ReadListener = Callable[[list[str], str], Awaitable[None]]
 DeliveryListener = Callable[[OutboundMessage], Awaitable[None]]
 
 
+log = logging.getLogger(__name__)
+
 # How long a receipt for a copy not yet recorded is kept, and how many at most.
 EARLY_RECEIPT_SECONDS = 30.0
 EARLY_RECEIPTS_KEPT = 1000
+# Messages handed over to another worker (HandedOver) are followed, so that the listeners here
+# (an open console page, the delivery policy) hear what that worker records: the delivery there
+# is looked at every HANDED_OVER_POLL_SECONDS while "queued" (or once the message was read
+# elsewhere, for HANDED_OVER_READ_GRACE_SECONDS, while that worker shows it read on its copy),
+# every HANDED_OVER_SENT_POLL_SECONDS once sent (a read on the copy), until read or failed there
+# or HANDED_OVER_FOLLOW_SECONDS after the hand-over; at most HANDED_OVER_FOLLOWED at a time (the
+# oldest dropped first).
+HANDED_OVER_POLL_SECONDS = 0.5
+HANDED_OVER_SENT_POLL_SECONDS = 5.0
+HANDED_OVER_READ_GRACE_SECONDS = 30.0
+HANDED_OVER_FOLLOW_SECONDS = 3600.0
+HANDED_OVER_FOLLOWED = 500
+
+
+@runtime_checkable
+class DigestReach(Protocol):
+    """Channels that can carry a digest as one, knowing which stored messages it stands for
+    (the runtime's: a digest for a channel another worker runs is handed over by those ids)."""
+
+    async def send_digest_to_user(
+        self, channel: str, digest: OutboundMessage, parts: Sequence[str]
+    ) -> str | None:
+        """Deliver `digest`, standing for the messages `parts`, on `channel` (see
+        :meth:`~wakeful.core.channel.Reach.send_to_user`, HandedOver included)."""
+        ...
+
+
+@dataclass
+class _Followed:
+    """A message handed over to another worker on a channel, as last seen here."""
+
+    since: float
+    seen: MessageDelivery | None = None
+    read_told: bool = False
+    # When to look next, and when the message was first seen read (monotonic clock).
+    next_at: float = 0.0
+    read_seen_at: float | None = None
 
 
 def new_message_id() -> str:
@@ -207,6 +249,9 @@ class Outbox:
         # `send_to_user` is still returning): (channel, copy id) → ("read"/"read through"/
         # "delivered", when), applied once the id is recorded, forgotten after a while.
         self._early: dict[tuple[str, str], tuple[str, float]] = {}
+        # (message id, channel) handed over to another worker, followed by `follow_handed_over`.
+        self._followed: dict[tuple[str, str], _Followed] = {}
+        self._follow_came: anyio.Event | None = None
 
     def keep_messages_in(self, repository: MessageRepository) -> None:
         """Keep the messages from now on in `repository` (a runtime's store, at each start;
@@ -315,14 +360,20 @@ class Outbox:
         self, messages: Sequence[OutboundMessage], channel: str, digest: OutboundMessage
     ) -> bool:
         """Hand `digest` (standing for `messages`) to `channel`; each message gets a delivery
-        there with the digest's copy id, so a read receipt on the digest reads them all."""
-        deliver = self._hook(channel)
+        there with the digest's copy id, so a read receipt on the digest reads them all. A
+        channel another worker runs takes the digest over (HandedOver) as a message: the
+        deliveries stay "queued" until that worker sends it and records them."""
+        deliver = self._hook(channel, parts=[message.id for message in messages])
         if deliver is None:
             return False
         for message in messages:
             await self.record_delivery(message.id, channel, "queued")
         try:
             copy_id = await deliver(digest)
+        except HandedOver:
+            for message in messages:
+                self._follow(message.id, channel)
+            return True
         except Exception as exc:
             for message in messages:
                 await self.record_delivery(
@@ -333,9 +384,10 @@ class Outbox:
             await self.record_delivery(message.id, channel, "sent", channel_message_id=copy_id)
         return True
 
-    def _hook(self, name: str) -> Deliver | None:
+    def _hook(self, name: str, *, parts: Sequence[str] = ()) -> Deliver | None:
         """How to hand a message to channel `name`: a named delivery, or a channel that can
-        reach the user; None for the consoles (they listen)."""
+        reach the user; None for the consoles (they listen). With `parts`, the message is a
+        digest standing for those stored messages."""
         found = self.deliveries.get(name)
         if found is not None:
             return found
@@ -343,6 +395,8 @@ class Outbox:
         if reach is not None and name in reach.reachable():
 
             async def to_channel(message: OutboundMessage) -> str | None:
+                if parts and isinstance(reach, DigestReach):
+                    return await reach.send_digest_to_user(name, message, parts)
                 return await reach.send_to_user(name, message)
 
             return to_channel
@@ -358,6 +412,7 @@ class Outbox:
         try:
             copy_id = await deliver(message)
         except HandedOver:
+            self._follow(message.id, name)
             return True
         except Exception as exc:  # one channel's failure must not stop the others
             await self.record_delivery(
@@ -440,8 +495,84 @@ class Outbox:
         if self.delivery_listeners:
             changed = await self.messages.get(message_id)
             if changed is not None:
-                for listener in list(self.delivery_listeners):
-                    await listener(changed)
+                await self._tell_deliveries(changed)
+
+    async def _tell_deliveries(self, message: OutboundMessage) -> None:
+        for listener in list(self.delivery_listeners):
+            await listener(message)
+
+    def _follow(self, message_id: str, channel: str) -> None:
+        """Follow the delivery of a message handed over to another worker (see
+        `follow_handed_over`); the oldest followed is dropped past HANDED_OVER_FOLLOWED."""
+        self._followed[(message_id, channel)] = _Followed(time.monotonic())
+        while len(self._followed) > HANDED_OVER_FOLLOWED:
+            del self._followed[next(iter(self._followed))]
+        if self._follow_came is not None:
+            self._follow_came.set()
+
+    async def follow_handed_over(self) -> None:
+        """Run (in the runtime's task group, beside the delivery policy) until cancelled: tell
+        the listeners here of what another worker records for the messages handed over to it,
+        as if recorded here: the `delivery_listeners` of each change of the delivery (sent with
+        the copy's id, failed, read), the `read_listeners` of a read on that channel.
+
+        Polled (see HANDED_OVER_POLL_SECONDS): one read of a followed message at each look,
+        bounded in number and time. Polling rather than a notification from the worker that
+        sends: it needs nothing of the store but its messages, costs nothing while nothing is
+        handed over, and a page that misses an update still catches up when its stream
+        reconnects.
+        """
+        while True:
+            if not self._followed:
+                self._follow_came = anyio.Event()
+                await self._follow_came.wait()
+            await anyio.sleep(HANDED_OVER_POLL_SECONDS)
+            now = time.monotonic()
+            for key in [k for k, f in self._followed.items() if f.next_at <= now]:
+                try:
+                    await self._look_at_handed_over(*key)
+                except StoreError as exc:  # the store's trouble: looked at again next time
+                    log.warning("could not look at the delivery of %s on %s: %s", *key, exc)
+                except Exception:  # a listener's failure must not stop the following
+                    log.exception("could not tell what became of %s on %s", *key)
+
+    async def _look_at_handed_over(self, message_id: str, channel: str) -> None:
+        followed = self._followed.get((message_id, channel))
+        if followed is None:
+            return
+        message = await self.messages.get(message_id)
+        delivery = None
+        if message is not None:
+            delivery = next((d for d in message.deliveries if d.channel == channel), None)
+        if message is None or delivery is None:
+            del self._followed[(message_id, channel)]
+            return
+        if delivery != followed.seen:
+            followed.seen = delivery
+            await self._tell_deliveries(message)
+            if delivery.channel_message_id is not None and self._early:
+                await self._apply_early(message, channel, delivery.channel_message_id)
+        if message.read_on == channel and not followed.read_told:
+            followed.read_told = True  # read on the copy there: the other worker recorded it
+            await self._told([message.id], channel)
+        now = time.monotonic()
+        every = HANDED_OVER_SENT_POLL_SECONDS
+        if message.read:
+            # Read elsewhere: the other worker shows it on its copy (read), or cannot.
+            followed.read_seen_at = followed.read_seen_at or now
+            every = HANDED_OVER_POLL_SECONDS
+        elif delivery.state == "queued":
+            every = HANDED_OVER_POLL_SECONDS
+        followed.next_at = now + every
+        if (
+            delivery.state in ("read", "failed")
+            or now - followed.since > HANDED_OVER_FOLLOW_SECONDS
+            or (
+                followed.read_seen_at is not None
+                and now - followed.read_seen_at > HANDED_OVER_READ_GRACE_SECONDS
+            )
+        ):
+            self._followed.pop((message_id, channel), None)
 
     async def _told(self, newly: list[str], channel: str) -> list[str]:
         if newly:

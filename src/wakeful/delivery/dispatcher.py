@@ -156,11 +156,16 @@ class Dispatcher:
     # --- running --------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Make again the plans of unread messages, then carry out every step when due."""
+        """Make again the plans of unread messages, then carry out every step when due (and
+        follow the messages the outbox handed over to another worker)."""
         await self.recover()
         task_status.started()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._reflect_reads)
+            if self._outbox is not None:
+                # What another worker records for the messages handed over to it (a channel
+                # it runs), told here as if recorded here: reads reach `on_read` too.
+                tg.start_soon(self._outbox.follow_handed_over)
             while True:
                 await self._wait_for_due()
                 await self._fire_due()

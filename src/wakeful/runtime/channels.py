@@ -43,15 +43,29 @@ holder sends from its own process, where the channel's connection is: an email c
 where the polling worker recognises it, a Telegram copy is traced to the user's reads by the
 polling bot.
 
+A digest is handed over the same way, as the ids of the messages it stands for
+(:meth:`RuntimeChannels.send_digest_to_user`): the holder sends one digest of those still
+"queued" there (one alone goes as itself; deleted ones are left out, and with none left nothing
+is sent) and records each. The outbox of the session's worker follows what it handed over, so
+its listeners (an open console page, the delivery policy) hear what the holder records
+(:meth:`~wakeful.services.Outbox.follow_handed_over`); a message read there (the console page)
+is shown read on the holder's copy by a hand-over too (:meth:`RuntimeChannels.show_read`), which
+the holder records "read". An IM notice to a collaborator
+(:meth:`RuntimeChannels.send`, the tool send_im_notification) on a worker where the XMPP channel
+stands by is handed over too, with its address and text in the hand-over's name (so at most
+HANDOFF_NAME_MAX_BYTES): the holder sends it once, and logs one it could not send.
+
 Without role leases (SQLite, one process) every channel runs, as always.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -78,6 +92,7 @@ from ..core.channel import (
 )
 from ..core.records import OutboundMessage
 from ..core.repositories import ChannelCursorRepository
+from ..delivery.dispatcher import digest_message
 from ..errors import StoreError, UserError
 from .inbox import ChannelCounts, FilteringInbox, RuntimeInbox
 
@@ -106,6 +121,18 @@ RELEASE_TIMEOUT_SECONDS: Final = 5.0
 HANDOFF_POLL_SECONDS: Final = 0.5
 HANDOFF_BATCH: Final = 100
 HANDOFF_MAX_AGE_SECONDS: Final = 24 * 3600.0
+# What a hand-over names (the `message_id` of a role_handoffs row): a stored message's id; a
+# digest, "digest:" and the ids of the stored messages it stands for, comma-separated; a read
+# to show on a message's copy, "read:" and the message's id; or an IM notice to a collaborator,
+# "im:" and a JSON object {"id", "to", "text"} (a notice is not stored anywhere else). The name
+# is part of the table's key, whose index entries PostgreSQL keeps under about 2.7 kB: a digest
+# is handed over in parts of at most HANDOFF_DIGEST_PARTS messages, and a notice whose name
+# would be longer than HANDOFF_NAME_MAX_BYTES is refused.
+DIGEST_HANDOFF: Final = "digest:"
+READ_HANDOFF: Final = "read:"
+NOTICE_HANDOFF: Final = "im:"
+HANDOFF_DIGEST_PARTS: Final = 60
+HANDOFF_NAME_MAX_BYTES: Final = 2000
 
 Origin = Literal["configured", "connected"]
 
@@ -265,6 +292,8 @@ class _Running:
     term: _RoleTerm | None = None
     standby: str | None = None
     held_elsewhere: bool = False
+    # The worker that held the role at the last look, if another one did.
+    holder: str | None = None
 
     def health(self) -> ChannelHealth:
         last = self.inbox.counts.last_event_at
@@ -415,22 +444,67 @@ class RuntimeChannels:
             )
         return await self._reach(channel).send_to_user(message)
 
-    async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
-        """Reflect on `channel`'s copy that `message` was read elsewhere; False if it cannot."""
+    async def send_digest_to_user(
+        self, channel: str, digest: OutboundMessage, parts: Sequence[str]
+    ) -> str | None:
+        """Deliver `digest`, standing for the stored messages `parts`, on `channel` (see
+        :meth:`send_to_user`). Handed over as those ids: the worker running the channel sends
+        the digest of those still "queued" there and records each (a digest of more than
+        HANDOFF_DIGEST_PARTS messages goes as several)."""
         running = self._running.get(channel)
+        if running is not None and _handed_over_there(running):
+            term = running.term
+            assert term is not None  # only channels run by role stand by
+            ids = list(parts)
+            for start in range(0, len(ids), HANDOFF_DIGEST_PARTS):
+                chunk = ids[start : start + HANDOFF_DIGEST_PARTS]
+                await self._holding_roles().hand_over(term.role, DIGEST_HANDOFF + ",".join(chunk))
+            raise HandedOver(
+                f"The channel {channel} runs on another worker ({running.standby}); the digest "
+                f"of {len(ids)} messages was handed over to it, which sends it."
+            )
+        return await self._reach(channel).send_to_user(digest)
+
+    async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
+        """Reflect on `channel`'s copy that `message` was read elsewhere; False if it cannot
+        here. A channel another worker runs is asked to (a hand-over): False here, and that
+        worker shows it on the copy and records the delivery "read"."""
+        running = self._running.get(channel)
+        if running is not None and _handed_over_there(running) and running.term is not None:
+            await self._holding_roles().hand_over(running.term.role, READ_HANDOFF + message.id)
+            return False
         if running is None or not isinstance(running.channel, UserReach):
             return False
         return await running.channel.show_read(message, copy_id)
 
     async def send(self, to: str, text: str) -> None:
         """Send an instant message to `to` over the first running XMPP channel (the
-        collaboration tools' send_im_notification, to approvers)."""
-        for running in self._running.values():
-            channel = running.channel
-            send = getattr(channel, "send", None)
-            if running.spec.kind == "xmpp" and send and running.health().state == "running":
+        collaboration tools' send_im_notification, to approvers). With none running here but
+        one run by another worker, hand the notice over to that worker, which sends it, and
+        raise HandedOver (saying so); UserError when no worker runs one."""
+        ims = [r for r in self._running.values() if r.spec.kind == "xmpp"]
+        for running in ims:
+            send = getattr(running.channel, "send", None)
+            if send is not None and running.health().state == "running":
                 await send(to, text)
                 return
+        for running in ims:
+            if _handed_over_there(running) and running.term is not None:
+                notice = {"id": secrets.token_hex(8), "to": to, "text": text}
+                name = NOTICE_HANDOFF + json.dumps(notice, ensure_ascii=False)
+                size = len(name.encode())
+                if size > HANDOFF_NAME_MAX_BYTES:
+                    raise UserError(
+                        f"The notice is too long to hand over to the worker running "
+                        f"{running.spec.full_name} ({size} bytes with the address; at most "
+                        f"{HANDOFF_NAME_MAX_BYTES} on a worker where the channel stands by): "
+                        "shorten the text and send it again."
+                    )
+                await self._holding_roles().hand_over(running.term.role, name)
+                raise HandedOver(
+                    f"Handed over to the worker running {running.spec.full_name} "
+                    f"({running.holder}), which sends it to {to} over IM."
+                )
         raise UserError(
             "No XMPP channel is running, so no instant message can be sent: configure "
             "[[channels.xmpp]] (or check `wakeful doctor` for why it is not running)."
@@ -600,6 +674,7 @@ class RuntimeChannels:
         messages for the channel are handed over to it)."""
         holder = await self._holding_roles().holder(role)
         running.held_elsewhere = holder is not None
+        running.holder = holder.owner if holder is not None else None
         if holder is None:
             running.standby = f"standby: the role is being taken; trying again in {every:.1f} s"
             return
@@ -623,8 +698,17 @@ class RuntimeChannels:
                     handed = await roles.handed_over(
                         term.role, within_s=HANDOFF_MAX_AGE_SECONDS, limit=HANDOFF_BATCH
                     )
-                    for message_id in handed:
-                        await self._send_one_handed_over(running, term, services, message_id)
+                    for name in handed:
+                        if name.startswith(NOTICE_HANDOFF):
+                            await self._send_handed_notice(running, name)
+                            await roles.done_with(term.role, name)
+                        elif name.startswith(DIGEST_HANDOFF):
+                            await self._send_handed_digest(running, term, services, name)
+                        elif name.startswith(READ_HANDOFF):
+                            await self._show_handed_read(running, services, name)
+                            await roles.done_with(term.role, name)
+                        else:
+                            await self._send_one_handed_over(running, term, services, name)
                 except (StoreError, UserError) as exc:  # the store's trouble: tried again
                     log.warning(
                         "channel %s could not send the messages handed over to it: %s; trying "
@@ -648,6 +732,77 @@ class RuntimeChannels:
             message = await outbox.messages.get(message_id)
         if message is None or not _queued_on(message, name):
             await self._holding_roles().done_with(term.role, message_id)
+
+    async def _send_handed_digest(
+        self, running: _Running, term: _RoleTerm, services: Services, name: str
+    ) -> None:
+        """Send a handed-over digest: of its messages, those still stored and "queued" here
+        (one alone goes as itself), through the outbox, which records each; forget the
+        hand-over once none of them is "queued" here any more (none left: nothing is sent)."""
+        channel, outbox = running.spec.full_name, services.outbox
+        ids = [part for part in name.removeprefix(DIGEST_HANDOFF).split(",") if part]
+        found = [await outbox.messages.get(part) for part in ids]
+        queued = [m for m in found if m is not None and _queued_on(m, channel)]
+        if len(queued) == 1:
+            await outbox.deliver(queued[0], channel)
+        elif queued:
+            await outbox.deliver_digest(queued, channel, digest_message(queued))
+        for message in queued:
+            now = await outbox.messages.get(message.id)
+            if now is not None and _queued_on(now, channel):
+                return  # handed over again (this worker lost the role): the row stays
+        await self._holding_roles().done_with(term.role, name)
+
+    async def _show_handed_read(self, running: _Running, services: Services, name: str) -> None:
+        """Show on this channel's copy of a message that it was read elsewhere (a read handed
+        over by the worker where it was read), and record the copy "read" when the channel
+        could; nothing for a message gone, or without a copy sent here."""
+        channel, outbox = running.spec.full_name, services.outbox
+        message = await outbox.messages.get(name.removeprefix(READ_HANDOFF))
+        copy = None
+        if message is not None:
+            copy = next(
+                (
+                    d.channel_message_id
+                    for d in message.deliveries
+                    if d.channel == channel and d.state in ("sent", "delivered")
+                ),
+                None,
+            )
+        reach = running.channel
+        if message is None or copy is None or not isinstance(reach, UserReach):
+            return
+        try:
+            shown = await reach.show_read(message, copy)
+        except Exception as exc:  # a channel's failure is reported, never propagated
+            log.error("channel %s could not show %s read: %s", channel, message.id, _described(exc))
+            return
+        if shown:
+            await outbox.record_delivery(message.id, channel, "read")
+
+    async def _send_handed_notice(self, running: _Running, name: str) -> None:
+        """Send a handed-over IM notice over the channel (once: a notice that fails, or that
+        is not one, is logged and dropped; nothing records it)."""
+        channel = running.spec.full_name
+        try:
+            notice = json.loads(name.removeprefix(NOTICE_HANDOFF))
+            to, text = str(notice["to"]), str(notice["text"])
+        except (ValueError, TypeError, KeyError) as exc:
+            log.error("channel %s dropped a hand-over that is no IM notice: %s", channel, exc)
+            return
+        send = getattr(running.channel, "send", None)
+        if send is None:
+            log.error("channel %s cannot send IM notices; the one to %s was dropped", channel, to)
+            return
+        try:
+            await send(to, text)
+        except Exception as exc:  # a channel's failure is reported, never propagated
+            log.error(
+                "channel %s could not send the IM notice handed over to it for %s: %s",
+                channel,
+                to,
+                _described(exc),
+            )
 
     async def _keep_role(self, running: _Running, term: _RoleTerm, run: anyio.CancelScope) -> None:
         """Renew the role every third of the lease time; when a renewal fails, takes longer

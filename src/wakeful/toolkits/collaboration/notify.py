@@ -8,10 +8,12 @@ allow-list of `[tools.collaboration]` (:class:`~.settings.CollaborationSettings`
 the outside cannot make the agent write to anyone else.
 
 IM goes through the runtime's IM channel (the XMPP channel's `send`, found as
-:class:`ImSender` in the services' state); email over SMTP with the `[tools.email]` server (or
-the table's own `email`); Slack through an incoming webhook whose URL is read from an
-environment variable, as JSON with its markup characters escaped (so a text cannot ping a whole
-channel with `<!channel>`).
+:class:`ImSender` in the services' state); on a worker of a cluster where that channel stands by
+(another worker runs it), the notice is handed over to that worker, which sends it, and the tool
+says so (:class:`~wakeful.core.channel.HandedOver`). Email goes over SMTP with the
+`[tools.email]` server (or the table's own `email`); Slack through an incoming webhook whose URL
+is read from an environment variable, as JSON with its markup characters escaped (so a text
+cannot ping a whole channel with `<!channel>`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import anyio.to_thread
 import httpx2
 from pydantic import Field
 
+from ...core.channel import HandedOver
 from ...errors import ToolError, UserError
 from ...services import settings_of
 from ...tools.http import HttpErrors, http_client
@@ -54,7 +57,8 @@ _NOTIFIES = ToolAnnotations(read_only=False, destructive=False, idempotent=False
 @runtime_checkable
 class ImSender(Protocol):
     """Sends a text to an IM address: the runtime's IM channel (the XMPP channel's `send`),
-    which the runtime puts in `services.state[ImSender]`."""
+    which the runtime puts in `services.state[ImSender]`. It raises HandedOver, saying to whom,
+    when it handed the notice to another worker to send."""
 
     async def send(self, to: str, text: str) -> None: ...
 
@@ -90,9 +94,11 @@ async def send_im_notification(
     """Send an instant message to an approver or a collaborator.
 
     Use it to tell a person who decides or helps (not the user) that something needs them.
-    Returns "Sent to <address> over IM." It cannot reach addresses that are not on the
-    allow-list ([tools.collaboration] im_addresses), nor the user (use send_user_notification).
-    Cost: about a second; the result is about 40 characters.
+    Returns "Sent to <address> over IM.", or, where another worker of the cluster runs the IM
+    channel, "Handed over to the worker running <channel> (<worker>), which sends it to
+    <address> over IM." It cannot reach addresses that are not on the allow-list
+    ([tools.collaboration] im_addresses), nor the user (use send_user_notification).
+    Cost: about a second; the result is about 40 characters (100 when handed over).
     """
     settings = settings_of(ctx.services, CollaborationSettings)
     address = _allowed(to, settings.im_addresses, "IM", "im_addresses")
@@ -106,6 +112,8 @@ async def send_im_notification(
         )
     try:
         await sender.send(address, text)
+    except HandedOver as exc:
+        return str(exc)
     except UserError as exc:
         raise ToolError(f"The message to {address} was not sent: {exc}") from exc
     return f"Sent to {address} over IM."

@@ -293,11 +293,19 @@ async function showTrajectory() {
 }
 
 async function catchUp() {
+  // What was sent while the stream was down, and what became of the messages shown meanwhile
+  // (delivered, read): their live updates were lost with the stream. Read is for good, and an
+  // older delivery record than the one shown is ignored (renderDeliveries).
   const response = await fetch("/api/messages" + q);
   if (!response.ok) return;
   for (const m of (await response.json()).messages) {
-    if (m.role === "agent" && m.id && !shown(m.id)) addMessage(m);
+    if (m.role !== "agent" || !m.id) continue;
+    const item = shown(m.id);
+    if (!item) { addMessage(m); continue; }
+    if (m.read) showRead(item, true);
+    renderDeliveries(item, m.deliveries);
   }
+  refreshState();
 }
 
 function onRead(e) {
