@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
-
-import anyio
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .clock import Clock
 from .core.channel import HandedOver
@@ -26,7 +23,8 @@ from .core.records import (
 )
 from .core.repositories import MessageRepository
 from .core.session_writes import SessionWrites, shared_writes
-from .errors import StoreError, UserError
+from .delivery.handed_over import HandedOverFollower
+from .errors import UserError
 from .events import Event
 from .tools.tasks import TaskManager
 
@@ -50,48 +48,9 @@ ReadListener = Callable[[list[str], str], Awaitable[None]]
 DeliveryListener = Callable[[OutboundMessage], Awaitable[None]]
 
 
-log = logging.getLogger(__name__)
-
 # How long a receipt for a copy not yet recorded is kept, and how many at most.
 EARLY_RECEIPT_SECONDS = 30.0
 EARLY_RECEIPTS_KEPT = 1000
-# Messages handed over to another worker (HandedOver) are followed, so that the listeners here
-# (an open console page, the delivery policy) hear what that worker records: the delivery there
-# is looked at every HANDED_OVER_POLL_SECONDS while "queued" (or once the message was read
-# elsewhere, for HANDED_OVER_READ_GRACE_SECONDS, while that worker shows it read on its copy),
-# every HANDED_OVER_SENT_POLL_SECONDS once sent (a read on the copy), until read or failed there
-# or HANDED_OVER_FOLLOW_SECONDS after the hand-over; at most HANDED_OVER_FOLLOWED at a time (the
-# oldest dropped first).
-HANDED_OVER_POLL_SECONDS = 0.5
-HANDED_OVER_SENT_POLL_SECONDS = 5.0
-HANDED_OVER_READ_GRACE_SECONDS = 30.0
-HANDED_OVER_FOLLOW_SECONDS = 3600.0
-HANDED_OVER_FOLLOWED = 500
-
-
-@runtime_checkable
-class DigestReach(Protocol):
-    """Channels that can carry a digest as one, knowing which stored messages it stands for
-    (the runtime's: a digest for a channel another worker runs is handed over by those ids)."""
-
-    async def send_digest_to_user(
-        self, channel: str, digest: OutboundMessage, parts: Sequence[str]
-    ) -> str | None:
-        """Deliver `digest`, standing for the messages `parts`, on `channel` (see
-        :meth:`~wakeful.core.channel.Reach.send_to_user`, HandedOver included)."""
-        ...
-
-
-@dataclass
-class _Followed:
-    """A message handed over to another worker on a channel, as last seen here."""
-
-    since: float
-    seen: MessageDelivery | None = None
-    read_told: bool = False
-    # When to look next, and when the message was first seen read (monotonic clock).
-    next_at: float = 0.0
-    read_seen_at: float | None = None
 
 
 def new_message_id() -> str:
@@ -185,6 +144,18 @@ class MemoryMessages:
                     return message
         return None
 
+    async def all_by_channel_id(
+        self, channel: str, channel_message_id: str
+    ) -> list[OutboundMessage]:
+        return [
+            message
+            for message in self._messages.values()
+            if any(
+                d.channel == channel and d.channel_message_id == channel_message_id
+                for d in message.deliveries
+            )
+        ]
+
     async def list(
         self,
         session: str | None = None,
@@ -249,9 +220,17 @@ class Outbox:
         # `send_to_user` is still returning): (channel, copy id) → ("read"/"read through"/
         # "delivered", when), applied once the id is recorded, forgotten after a while.
         self._early: dict[tuple[str, str], tuple[str, float]] = {}
-        # (message id, channel) handed over to another worker, followed by `follow_handed_over`.
-        self._followed: dict[tuple[str, str], _Followed] = {}
-        self._follow_came: anyio.Event | None = None
+        # The copies (channel, copy id) whose messages are being recorded "sent" with that id (a
+        # digest's parts, one after the other): a receipt meanwhile is also kept as early, so
+        # the parts recorded after it are read too.
+        self._recording: set[tuple[str, str]] = set()
+        # The messages handed over to another worker, followed by `follow_handed_over`.
+        self._handed_over = HandedOverFollower(
+            messages=lambda: self.messages,
+            changed=self._tell_deliveries,
+            copy_recorded=self._copy_recorded,
+            read=self._told,
+        )
 
     def keep_messages_in(self, repository: MessageRepository) -> None:
         """Keep the messages from now on in `repository` (a runtime's store, at each start;
@@ -372,7 +351,7 @@ class Outbox:
             copy_id = await deliver(digest)
         except HandedOver:
             for message in messages:
-                self._follow(message.id, channel)
+                self._handed_over.follow(message.id, channel)
             return True
         except Exception as exc:
             for message in messages:
@@ -380,8 +359,18 @@ class Outbox:
                     message.id, channel, "failed", error=f"{type(exc).__name__}: {exc}"
                 )
             return False
-        for message in messages:
-            await self.record_delivery(message.id, channel, "sent", channel_message_id=copy_id)
+        if copy_id is None:
+            for message in messages:
+                await self.record_delivery(message.id, channel, "sent")
+            return True
+        self._recording.add((channel, copy_id))
+        try:
+            for message in messages:
+                await self.record_delivery(message.id, channel, "sent", channel_message_id=copy_id)
+        finally:
+            self._recording.discard((channel, copy_id))
+        if self._early:
+            await self._apply_early(channel, copy_id)
         return True
 
     def _hook(self, name: str, *, parts: Sequence[str] = ()) -> Deliver | None:
@@ -395,7 +384,7 @@ class Outbox:
         if reach is not None and name in reach.reachable():
 
             async def to_channel(message: OutboundMessage) -> str | None:
-                if parts and isinstance(reach, DigestReach):
+                if parts:
                     return await reach.send_digest_to_user(name, message, parts)
                 return await reach.send_to_user(name, message)
 
@@ -412,7 +401,7 @@ class Outbox:
         try:
             copy_id = await deliver(message)
         except HandedOver:
-            self._follow(message.id, name)
+            self._handed_over.follow(message.id, name)
             return True
         except Exception as exc:  # one channel's failure must not stop the others
             await self.record_delivery(
@@ -421,7 +410,7 @@ class Outbox:
             return False
         await self.record_delivery(message.id, name, "sent", channel_message_id=copy_id)
         if copy_id is not None and self._early:
-            await self._apply_early(message, name, copy_id)
+            await self._apply_early(name, copy_id)
         return True
 
     async def mark_read(self, ids: Iterable[str], *, channel: str = "console") -> list[str]:
@@ -441,24 +430,38 @@ class Outbox:
         self, channel: str, channel_message_id: str, *, through: bool = False
     ) -> list[str]:
         """The user read the copy with this id on `channel` (a channel's read receipt; see
-        :class:`wakeful.core.channel.ReadReceipts`): mark its message read, and with `through`
-        every earlier one of its session. Returns the newly read ids."""
-        message = await self.messages.by_channel_id(channel, channel_message_id)
-        if message is None:
-            self._keep_early(channel, channel_message_id, "read through" if through else "read")
-            return []
-        if through:
-            return await self.mark_read_through(message.session, message.id, channel=channel)
-        return await self.mark_read([message.id], channel=channel)
+        :class:`wakeful.core.channel.ReadReceipts`): mark read every message it stands for (one,
+        or each part of a digest), and with `through` every earlier one of their sessions.
+        Returns the newly read ids."""
+        what = "read through" if through else "read"
+        found = await self.messages.all_by_channel_id(channel, channel_message_id)
+        if not found or (channel, channel_message_id) in self._recording:
+            self._keep_early(channel, channel_message_id, what)
+        return await self._read_copy(found, channel, what) if found else []
 
     async def copy_delivered(self, channel: str, channel_message_id: str) -> bool:
-        """The copy with this id on `channel` reached the user's device: record it delivered."""
-        message = await self.messages.by_channel_id(channel, channel_message_id)
-        if message is None:
+        """The copy with this id on `channel` reached the user's device: record every message
+        it stands for delivered."""
+        found = await self.messages.all_by_channel_id(channel, channel_message_id)
+        if not found or (channel, channel_message_id) in self._recording:
             self._keep_early(channel, channel_message_id, "delivered")
-            return False
-        await self.record_delivery(message.id, channel, "delivered")
-        return True
+        for message in found:
+            await self.record_delivery(message.id, channel, "delivered")
+        return bool(found)
+
+    async def _read_copy(
+        self, messages: Sequence[OutboundMessage], channel: str, what: str
+    ) -> list[str]:
+        """Mark `messages` (those one copy stands for, oldest first) read on `channel`, with
+        "read through" every earlier message of their sessions too; the `read_listeners` hear
+        of the newly read ones at once."""
+        if what != "read through":
+            return await self.mark_read([m.id for m in messages], channel=channel)
+        newest = {message.session: message.id for message in messages}
+        newly: list[str] = []
+        for session, message_id in newest.items():
+            newly += await self.messages.mark_read_through(session, message_id, channel=channel)
+        return await self._told(newly, channel)
 
     def _keep_early(self, channel: str, copy_id: str, what: str) -> None:
         now = time.monotonic()
@@ -466,17 +469,19 @@ class Outbox:
         if len(self._early) < EARLY_RECEIPTS_KEPT:
             self._early[(channel, copy_id)] = (what, now)
 
-    async def _apply_early(self, message: OutboundMessage, channel: str, copy_id: str) -> None:
+    async def _apply_early(self, channel: str, copy_id: str) -> None:
+        """Apply the receipt kept for this copy, now that its id is recorded, to every message
+        it stands for."""
         early = self._early.pop((channel, copy_id), None)
         if early is None or time.monotonic() - early[1] >= EARLY_RECEIPT_SECONDS:
             return
         what = early[0]
+        found = await self.messages.all_by_channel_id(channel, copy_id)
         if what == "delivered":
-            await self.record_delivery(message.id, channel, "delivered")
-        elif what == "read through":
-            await self.mark_read_through(message.session, message.id, channel=channel)
-        else:
-            await self.mark_read([message.id], channel=channel)
+            for message in found:
+                await self.record_delivery(message.id, channel, "delivered")
+        elif found:
+            await self._read_copy(found, channel, what)
 
     async def record_delivery(
         self,
@@ -501,78 +506,19 @@ class Outbox:
         for listener in list(self.delivery_listeners):
             await listener(message)
 
-    def _follow(self, message_id: str, channel: str) -> None:
-        """Follow the delivery of a message handed over to another worker (see
-        `follow_handed_over`); the oldest followed is dropped past HANDED_OVER_FOLLOWED."""
-        self._followed[(message_id, channel)] = _Followed(time.monotonic())
-        while len(self._followed) > HANDED_OVER_FOLLOWED:
-            del self._followed[next(iter(self._followed))]
-        if self._follow_came is not None:
-            self._follow_came.set()
-
     async def follow_handed_over(self) -> None:
         """Run (in the runtime's task group, beside the delivery policy) until cancelled: tell
         the listeners here of what another worker records for the messages handed over to it,
         as if recorded here: the `delivery_listeners` of each change of the delivery (sent with
-        the copy's id, failed, read), the `read_listeners` of a read on that channel.
+        the copy's id, failed, read), the `read_listeners` of a read on that channel (see
+        :mod:`wakeful.delivery.handed_over`)."""
+        await self._handed_over.run()
 
-        Polled (see HANDED_OVER_POLL_SECONDS): one read of a followed message at each look,
-        bounded in number and time. Polling rather than a notification from the worker that
-        sends: it needs nothing of the store but its messages, costs nothing while nothing is
-        handed over, and a page that misses an update still catches up when its stream
-        reconnects.
-        """
-        while True:
-            if not self._followed:
-                self._follow_came = anyio.Event()
-                await self._follow_came.wait()
-            await anyio.sleep(HANDED_OVER_POLL_SECONDS)
-            now = time.monotonic()
-            for key in [k for k, f in self._followed.items() if f.next_at <= now]:
-                try:
-                    await self._look_at_handed_over(*key)
-                except StoreError as exc:  # the store's trouble: looked at again next time
-                    log.warning("could not look at the delivery of %s on %s: %s", *key, exc)
-                except Exception:  # a listener's failure must not stop the following
-                    log.exception("could not tell what became of %s on %s", *key)
-
-    async def _look_at_handed_over(self, message_id: str, channel: str) -> None:
-        followed = self._followed.get((message_id, channel))
-        if followed is None:
-            return
-        message = await self.messages.get(message_id)
-        delivery = None
-        if message is not None:
-            delivery = next((d for d in message.deliveries if d.channel == channel), None)
-        if message is None or delivery is None:
-            del self._followed[(message_id, channel)]
-            return
-        if delivery != followed.seen:
-            followed.seen = delivery
-            await self._tell_deliveries(message)
-            if delivery.channel_message_id is not None and self._early:
-                await self._apply_early(message, channel, delivery.channel_message_id)
-        if message.read_on == channel and not followed.read_told:
-            followed.read_told = True  # read on the copy there: the other worker recorded it
-            await self._told([message.id], channel)
-        now = time.monotonic()
-        every = HANDED_OVER_SENT_POLL_SECONDS
-        if message.read:
-            # Read elsewhere: the other worker shows it on its copy (read), or cannot.
-            followed.read_seen_at = followed.read_seen_at or now
-            every = HANDED_OVER_POLL_SECONDS
-        elif delivery.state == "queued":
-            every = HANDED_OVER_POLL_SECONDS
-        followed.next_at = now + every
-        if (
-            delivery.state in ("read", "failed")
-            or now - followed.since > HANDED_OVER_FOLLOW_SECONDS
-            or (
-                followed.read_seen_at is not None
-                and now - followed.read_seen_at > HANDED_OVER_READ_GRACE_SECONDS
-            )
-        ):
-            self._followed.pop((message_id, channel), None)
+    async def _copy_recorded(self, channel: str, copy_id: str) -> None:
+        """Another worker recorded the copy `copy_id` on `channel`: a receipt kept for it
+        applies now."""
+        if self._early:
+            await self._apply_early(channel, copy_id)
 
     async def _told(self, newly: list[str], channel: str) -> list[str]:
         if newly:

@@ -5,15 +5,15 @@ there is settled."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
 import pytest
 
-from wakeful import services
 from wakeful.core.channel import HandedOver
 from wakeful.core.records import OutboundMessage
+from wakeful.delivery import handed_over
 from wakeful.services import Outbox
 
 pytestmark = pytest.mark.anyio
@@ -30,6 +30,11 @@ class RunElsewhere:
 
     async def send_to_user(self, channel: str, message: OutboundMessage) -> str | None:
         raise HandedOver(f"{channel} runs on another worker; {message.id} was handed over.")
+
+    async def send_digest_to_user(
+        self, channel: str, digest: OutboundMessage, parts: Sequence[str]
+    ) -> str | None:
+        raise HandedOver(f"{channel} runs on another worker; the digest was handed over.")
 
     async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
         return False
@@ -51,8 +56,8 @@ class Heard:
 
 @asynccontextmanager
 async def following(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Outbox, Heard]]:
-    monkeypatch.setattr(services, "HANDED_OVER_POLL_SECONDS", 0.01)
-    monkeypatch.setattr(services, "HANDED_OVER_SENT_POLL_SECONDS", 0.02)
+    monkeypatch.setattr(handed_over, "HANDED_OVER_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(handed_over, "HANDED_OVER_SENT_POLL_SECONDS", 0.02)
     outbox = Outbox(reach=RunElsewhere())
     heard = Heard(outbox)
     async with anyio.create_task_group() as tg:

@@ -191,6 +191,36 @@ async def test_the_sessions_worker_hears_when_the_holder_sends_and_the_user_read
             assert SENT == [("h", "Your flight moved.")]
 
 
+async def test_a_read_on_a_handed_over_digests_copy_reads_every_part_on_both_workers(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    async with worker(postgres_url, tmp_path / "h", "holder", 1.5) as holder:
+        await until(lambda: holder.channels[CHANNEL].state == "running", 20, "the holder's run")
+        async with worker(postgres_url, tmp_path / "o", "owner", 1.5) as owner:
+            await until(lambda: standby_under(owner, "holder"), 20, "the owner's standby")
+            heard: list[str] = []
+
+            async def on_read(ids: list[str], channel: str) -> None:
+                heard.extend(ids)
+
+            owner.outbox.read_listeners.append(on_read)
+            # Parts of two sessions: a read through the copy reaches beyond either session.
+            parts = [
+                await stored(owner, session, f"Update {n}")
+                for n, session in enumerate(("away", "trip", "away"))
+            ]
+            assert await owner.outbox.deliver_digest(parts, CHANNEL, digest_message(parts))
+            await until(lambda: not handoffs(postgres_url), 20, "the digest sent by the holder")
+            ids = sorted(m.id for m in parts)
+            # The user answers the digest's copy on the holder's channel: every part read.
+            assert sorted(await holder.outbox.copy_read(CHANNEL, "h:1", through=True)) == ids
+            assert deliveries(postgres_url, "away") == [(CHANNEL, "read", "h:1")] * 2
+            assert deliveries(postgres_url, "trip") == [(CHANNEL, "read", "h:1")]
+            # The session's worker, which handed the digest over, hears each read.
+            await until(lambda: sorted(heard) == ids, 20, "the owner told of every read")
+            assert [("h", digest_message(parts).text)] == SENT
+
+
 # --- IM notices to collaborators ---------------------------------------------------------------
 
 

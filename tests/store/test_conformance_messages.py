@@ -82,6 +82,43 @@ async def test_a_message_read_on_one_channel_is_read_everywhere(open_store: Open
         assert await store.messages.by_channel_id("web", "77") is None
 
 
+async def test_every_message_a_digests_copy_stands_for_is_found_by_the_copys_id(
+    open_store: OpenStore,
+) -> None:
+    async with open_store() as store:
+        # A digest's three parts, in two sessions, share the copy "d:1" on telegram; another
+        # message has a copy of its own there, and one has "d:1" on another channel.
+        for message_id, session in (("msg_1", "mail"), ("msg_2", "main"), ("msg_3", "mail")):
+            await store.messages.add(message(message_id, session))
+            await store.messages.record_delivery(
+                message_id, "telegram", "sent", channel_message_id="d:1"
+            )
+        await store.messages.add(message("msg_4"))
+        await store.messages.record_delivery("msg_4", "telegram", "sent", channel_message_id="s:2")
+        await store.messages.add(message("msg_5"))
+        await store.messages.record_delivery("msg_5", "xmpp", "sent", channel_message_id="d:1")
+
+        parts = await store.messages.all_by_channel_id("telegram", "d:1")
+        assert [(m.id, m.session) for m in parts] == [
+            ("msg_1", "mail"),
+            ("msg_2", "main"),
+            ("msg_3", "mail"),
+        ]
+        assert all(
+            [(d.channel, d.channel_message_id) for d in m.deliveries][-1] == ("telegram", "d:1")
+            for m in parts
+        )
+        assert [m.id for m in await store.messages.all_by_channel_id("telegram", "s:2")] == [
+            "msg_4"
+        ]
+        assert [m.id for m in await store.messages.all_by_channel_id("xmpp", "d:1")] == ["msg_5"]
+        assert await store.messages.all_by_channel_id("telegram", "d:9") == []
+        assert await store.messages.all_by_channel_id("email", "d:1") == []
+        # The one-message lookup (a reply names one copy) still finds the newest part.
+        newest = await store.messages.by_channel_id("telegram", "d:1")
+        assert newest is not None and newest.id == "msg_3"
+
+
 async def test_a_delivery_never_moves_back_and_a_read_report_marks_the_message(
     open_store: OpenStore,
 ) -> None:

@@ -165,6 +165,14 @@ class Reach(Protocol):
         :class:`HandedOver` when another worker running the channel will."""
         ...
 
+    async def send_digest_to_user(
+        self, channel: str, digest: OutboundMessage, parts: Sequence[str]
+    ) -> str | None:
+        """Deliver `digest`, standing for the stored messages `parts`, on `channel` (as
+        :meth:`send_to_user`, HandedOver included: a channel another worker runs is handed the
+        digest as those ids, and that worker records each of them)."""
+        ...
+
     async def show_read(self, channel: str, message: OutboundMessage, copy_id: str) -> bool:
         """Reflect on the copy that the message was read elsewhere, where the channel can."""
         ...

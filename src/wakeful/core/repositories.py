@@ -375,7 +375,16 @@ class MessageRepository(Protocol):
     async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
         """The message whose copy on `channel` has that channel's id (a reaction or a reply to
         an IM copy names it; the newest, when one copy stands for several, as a digest does), or
-        None."""
+        None. A receipt on the copy reads every message it stands for: see
+        :meth:`all_by_channel_id`."""
+        ...
+
+    async def all_by_channel_id(
+        self, channel: str, channel_message_id: str
+    ) -> list[OutboundMessage]:
+        """Every message whose copy on `channel` has that channel's id, oldest first: one for a
+        copy of its own, each part of a digest (they share the digest's copy); none for an
+        unknown id."""
         ...
 
     async def list(

@@ -25,45 +25,22 @@ So when the holder dies, another worker runs the channel within about the lease 
 takes it at its next attempt. Webhooks (pushed to: a request may reach
 any worker), timers and the system channel run on every worker.
 
-A message for the user on a channel in standby is handed over to the worker running it (a
-session runs on the worker owning it, often not the one running its user's channel): while
-another worker holds the role (at the last look, every third of the lease time),
-:meth:`RuntimeChannels.reachable` counts the channel, and :meth:`RuntimeChannels.send_to_user`
-records the stored message for the holder (:meth:`~wakeful.core.channel.RoleLeases.hand_over`)
-and raises :class:`~wakeful.core.channel.HandedOver`, which the outbox takes as "left queued":
-the delivery stays "queued", neither failed nor tried elsewhere. The holder looks for hand-overs
-every HANDOFF_POLL_SECONDS from when it takes the role (so the first look finds those made while
-nobody held it, up to a day old, oldest first), sends each message whose delivery on the
-channel is still "queued" through the outbox (which records "sent" with the copy's id, or
-"failed"), and then forgets the hand-over. One task per channel sends them one by one, so a
-holder sends a message once; a holder killed between its send and its record leaves the
-hand-over, and the next holder sends it again (at least once across holders). A channel whose
-role no live worker holds is not reachable: the delivery policy picks the next channel. The
-holder sends from its own process, where the channel's connection is: an email copy is recorded
-where the polling worker recognises it, a Telegram copy is traced to the user's reads by the
-polling bot.
-
-A digest is handed over the same way, as the ids of the messages it stands for
-(:meth:`RuntimeChannels.send_digest_to_user`): the holder sends one digest of those still
-"queued" there (one alone goes as itself; deleted ones are left out, and with none left nothing
-is sent) and records each. The outbox of the session's worker follows what it handed over, so
-its listeners (an open console page, the delivery policy) hear what the holder records
-(:meth:`~wakeful.services.Outbox.follow_handed_over`); a message read there (the console page)
-is shown read on the holder's copy by a hand-over too (:meth:`RuntimeChannels.show_read`), which
-the holder records "read". An IM notice to a collaborator
-(:meth:`RuntimeChannels.send`, the tool send_im_notification) on a worker where the XMPP channel
-stands by is handed over too, with its address and text in the hand-over's name (so at most
-HANDOFF_NAME_MAX_BYTES): the holder sends it once, and logs one it could not send.
+A message for the user on a channel in standby is handed over to the worker running it, and
+that worker sends what is handed over to it (:mod:`wakeful.runtime.handoffs`): while another
+worker holds the role (at the last look), :meth:`RuntimeChannels.reachable` counts the channel
+and :meth:`RuntimeChannels.send_to_user` (a digest: :meth:`RuntimeChannels.send_digest_to_user`)
+hands the message over and raises :class:`~wakeful.core.channel.HandedOver`, which the outbox
+takes as "left queued". A read to show on the holder's copy (:meth:`RuntimeChannels.show_read`)
+and an IM notice to a collaborator (:meth:`RuntimeChannels.send`) are handed over too. A channel
+whose role no live worker holds is not reachable: the delivery policy picks the next channel.
 
 Without role leases (SQLite, one process) every channel runs, as always.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,8 +69,8 @@ from ..core.channel import (
 )
 from ..core.records import OutboundMessage
 from ..core.repositories import ChannelCursorRepository
-from ..delivery.dispatcher import digest_message
 from ..errors import StoreError, UserError
+from .handoffs import digest_handoffs, notice_handoff, read_handoff, send_handed_over
 from .inbox import ChannelCounts, FilteringInbox, RuntimeInbox
 
 if TYPE_CHECKING:
@@ -116,24 +93,6 @@ RESTART_MAX_SECONDS: Final = 300.0
 # How long a stopping channel may take to release its role before the stop goes on (the role
 # then expires after the lease time).
 RELEASE_TIMEOUT_SECONDS: Final = 5.0
-# How often the holder of a pulling channel's role looks for messages handed over to it by
-# other workers, how many it takes at a time, and how old a hand-over it still sends.
-HANDOFF_POLL_SECONDS: Final = 0.5
-HANDOFF_BATCH: Final = 100
-HANDOFF_MAX_AGE_SECONDS: Final = 24 * 3600.0
-# What a hand-over names (the `message_id` of a role_handoffs row): a stored message's id; a
-# digest, "digest:" and the ids of the stored messages it stands for, comma-separated; a read
-# to show on a message's copy, "read:" and the message's id; or an IM notice to a collaborator,
-# "im:" and a JSON object {"id", "to", "text"} (a notice is not stored anywhere else). The name
-# is part of the table's key, whose index entries PostgreSQL keeps under about 2.7 kB: a digest
-# is handed over in parts of at most HANDOFF_DIGEST_PARTS messages, and a notice whose name
-# would be longer than HANDOFF_NAME_MAX_BYTES is refused.
-DIGEST_HANDOFF: Final = "digest:"
-READ_HANDOFF: Final = "read:"
-NOTICE_HANDOFF: Final = "im:"
-HANDOFF_DIGEST_PARTS: Final = 60
-HANDOFF_NAME_MAX_BYTES: Final = 2000
-
 Origin = Literal["configured", "connected"]
 
 
@@ -450,18 +409,16 @@ class RuntimeChannels:
         """Deliver `digest`, standing for the stored messages `parts`, on `channel` (see
         :meth:`send_to_user`). Handed over as those ids: the worker running the channel sends
         the digest of those still "queued" there and records each (a digest of more than
-        HANDOFF_DIGEST_PARTS messages goes as several)."""
+        :data:`~wakeful.runtime.handoffs.HANDOFF_DIGEST_PARTS` messages goes as several)."""
         running = self._running.get(channel)
         if running is not None and _handed_over_there(running):
             term = running.term
             assert term is not None  # only channels run by role stand by
-            ids = list(parts)
-            for start in range(0, len(ids), HANDOFF_DIGEST_PARTS):
-                chunk = ids[start : start + HANDOFF_DIGEST_PARTS]
-                await self._holding_roles().hand_over(term.role, DIGEST_HANDOFF + ",".join(chunk))
+            for name in digest_handoffs(parts):
+                await self._holding_roles().hand_over(term.role, name)
             raise HandedOver(
                 f"The channel {channel} runs on another worker ({running.standby}); the digest "
-                f"of {len(ids)} messages was handed over to it, which sends it."
+                f"of {len(parts)} messages was handed over to it, which sends it."
             )
         return await self._reach(channel).send_to_user(digest)
 
@@ -471,7 +428,7 @@ class RuntimeChannels:
         worker shows it on the copy and records the delivery "read"."""
         running = self._running.get(channel)
         if running is not None and _handed_over_there(running) and running.term is not None:
-            await self._holding_roles().hand_over(running.term.role, READ_HANDOFF + message.id)
+            await self._holding_roles().hand_over(running.term.role, read_handoff(message.id))
             return False
         if running is None or not isinstance(running.channel, UserReach):
             return False
@@ -490,16 +447,7 @@ class RuntimeChannels:
                 return
         for running in ims:
             if _handed_over_there(running) and running.term is not None:
-                notice = {"id": secrets.token_hex(8), "to": to, "text": text}
-                name = NOTICE_HANDOFF + json.dumps(notice, ensure_ascii=False)
-                size = len(name.encode())
-                if size > HANDOFF_NAME_MAX_BYTES:
-                    raise UserError(
-                        f"The notice is too long to hand over to the worker running "
-                        f"{running.spec.full_name} ({size} bytes with the address; at most "
-                        f"{HANDOFF_NAME_MAX_BYTES} on a worker where the channel stands by): "
-                        "shorten the text and send it again."
-                    )
+                name = notice_handoff(to, text, running.spec.full_name)
                 await self._holding_roles().hand_over(running.term.role, name)
                 raise HandedOver(
                     f"Handed over to the worker running {running.spec.full_name} "
@@ -632,7 +580,13 @@ class RuntimeChannels:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._keep_role, running, term, tg.cancel_scope)
                     if running.reaches_user and self._services is not None:
-                        tg.start_soon(self._send_handed_over, running, term, self._services)
+                        tg.start_soon(
+                            send_handed_over,
+                            running,
+                            self._holding_roles(),
+                            term.role,
+                            self._services,
+                        )
                     await self._run_restarting(running, report)
                     tg.cancel_scope.cancel()  # the source ended, or a write found the role lost
             finally:
@@ -682,127 +636,6 @@ class RuntimeChannels:
             f"standby: run by worker {holder.owner} (lease expires in "
             f"{max(holder.expires_in_s, 0):.0f} s)"
         )
-
-    async def _send_handed_over(
-        self, running: _Running, term: _RoleTerm, services: Services
-    ) -> None:
-        """While this worker holds the channel's role: every HANDOFF_POLL_SECONDS, send the
-        messages other workers handed over to it, oldest first (the first look, at the take,
-        finds those handed over while nobody ran the channel). This one task sends them all, one
-        after the other, each only while its delivery here is still "queued", so no message is
-        sent twice by this worker."""
-        roles = self._holding_roles()
-        while True:
-            if running.health().state == "running":
-                try:
-                    handed = await roles.handed_over(
-                        term.role, within_s=HANDOFF_MAX_AGE_SECONDS, limit=HANDOFF_BATCH
-                    )
-                    for name in handed:
-                        if name.startswith(NOTICE_HANDOFF):
-                            await self._send_handed_notice(running, name)
-                            await roles.done_with(term.role, name)
-                        elif name.startswith(DIGEST_HANDOFF):
-                            await self._send_handed_digest(running, term, services, name)
-                        elif name.startswith(READ_HANDOFF):
-                            await self._show_handed_read(running, services, name)
-                            await roles.done_with(term.role, name)
-                        else:
-                            await self._send_one_handed_over(running, term, services, name)
-                except (StoreError, UserError) as exc:  # the store's trouble: tried again
-                    log.warning(
-                        "channel %s could not send the messages handed over to it: %s; trying "
-                        "again in %g s",
-                        running.spec.full_name,
-                        exc,
-                        HANDOFF_POLL_SECONDS,
-                    )
-            await anyio.sleep(HANDOFF_POLL_SECONDS)
-
-    async def _send_one_handed_over(
-        self, running: _Running, term: _RoleTerm, services: Services, message_id: str
-    ) -> None:
-        """Send one handed-over message through the outbox (which records it "sent" with the
-        copy's id, or "failed"), unless its delivery here is no longer "queued"; forget the
-        hand-over once the delivery left "queued" (it stays for the next holder otherwise)."""
-        name, outbox = running.spec.full_name, services.outbox
-        message = await outbox.messages.get(message_id)
-        if message is not None and _queued_on(message, name):
-            await outbox.deliver(message, name)
-            message = await outbox.messages.get(message_id)
-        if message is None or not _queued_on(message, name):
-            await self._holding_roles().done_with(term.role, message_id)
-
-    async def _send_handed_digest(
-        self, running: _Running, term: _RoleTerm, services: Services, name: str
-    ) -> None:
-        """Send a handed-over digest: of its messages, those still stored and "queued" here
-        (one alone goes as itself), through the outbox, which records each; forget the
-        hand-over once none of them is "queued" here any more (none left: nothing is sent)."""
-        channel, outbox = running.spec.full_name, services.outbox
-        ids = [part for part in name.removeprefix(DIGEST_HANDOFF).split(",") if part]
-        found = [await outbox.messages.get(part) for part in ids]
-        queued = [m for m in found if m is not None and _queued_on(m, channel)]
-        if len(queued) == 1:
-            await outbox.deliver(queued[0], channel)
-        elif queued:
-            await outbox.deliver_digest(queued, channel, digest_message(queued))
-        for message in queued:
-            now = await outbox.messages.get(message.id)
-            if now is not None and _queued_on(now, channel):
-                return  # handed over again (this worker lost the role): the row stays
-        await self._holding_roles().done_with(term.role, name)
-
-    async def _show_handed_read(self, running: _Running, services: Services, name: str) -> None:
-        """Show on this channel's copy of a message that it was read elsewhere (a read handed
-        over by the worker where it was read), and record the copy "read" when the channel
-        could; nothing for a message gone, or without a copy sent here."""
-        channel, outbox = running.spec.full_name, services.outbox
-        message = await outbox.messages.get(name.removeprefix(READ_HANDOFF))
-        copy = None
-        if message is not None:
-            copy = next(
-                (
-                    d.channel_message_id
-                    for d in message.deliveries
-                    if d.channel == channel and d.state in ("sent", "delivered")
-                ),
-                None,
-            )
-        reach = running.channel
-        if message is None or copy is None or not isinstance(reach, UserReach):
-            return
-        try:
-            shown = await reach.show_read(message, copy)
-        except Exception as exc:  # a channel's failure is reported, never propagated
-            log.error("channel %s could not show %s read: %s", channel, message.id, _described(exc))
-            return
-        if shown:
-            await outbox.record_delivery(message.id, channel, "read")
-
-    async def _send_handed_notice(self, running: _Running, name: str) -> None:
-        """Send a handed-over IM notice over the channel (once: a notice that fails, or that
-        is not one, is logged and dropped; nothing records it)."""
-        channel = running.spec.full_name
-        try:
-            notice = json.loads(name.removeprefix(NOTICE_HANDOFF))
-            to, text = str(notice["to"]), str(notice["text"])
-        except (ValueError, TypeError, KeyError) as exc:
-            log.error("channel %s dropped a hand-over that is no IM notice: %s", channel, exc)
-            return
-        send = getattr(running.channel, "send", None)
-        if send is None:
-            log.error("channel %s cannot send IM notices; the one to %s was dropped", channel, to)
-            return
-        try:
-            await send(to, text)
-        except Exception as exc:  # a channel's failure is reported, never propagated
-            log.error(
-                "channel %s could not send the IM notice handed over to it for %s: %s",
-                channel,
-                to,
-                _described(exc),
-            )
 
     async def _keep_role(self, running: _Running, term: _RoleTerm, run: anyio.CancelScope) -> None:
         """Renew the role every third of the lease time; when a renewal fails, takes longer
@@ -877,10 +710,6 @@ def _reaches_now(running: _Running) -> bool:
 def _handed_over_there(running: _Running) -> bool:
     """Whether the channel stands by here while another worker runs it."""
     return running.standby is not None and running.held_elsewhere
-
-
-def _queued_on(message: OutboundMessage, channel: str) -> bool:
-    return any(d.channel == channel and d.state == "queued" for d in message.deliveries)
 
 
 def _lose_role(running: _Running, term: _RoleTerm, why: str) -> None:

@@ -143,6 +143,14 @@ class SqliteMessages:
             partial(reader.user_message_by_channel_id, channel, channel_message_id)
         )
 
+    async def all_by_channel_id(
+        self, channel: str, channel_message_id: str
+    ) -> list[OutboundMessage]:
+        reader = self._access.reader
+        return await self._access.read(
+            partial(reader.user_messages_by_channel_id, channel, channel_message_id)
+        )
+
     async def list(
         self,
         session: str | None = None,

@@ -218,6 +218,22 @@ class StoreReader:
         )
         return self.user_message(rows[0][0]) if rows else None
 
+    def user_messages_by_channel_id(
+        self, channel: str, channel_message_id: str
+    ) -> list[OutboundMessage]:
+        """Every message whose copy on `channel` has that channel's id (each part of a digest),
+        oldest first."""
+        rows = self._rows(
+            "SELECT d.message_id FROM message_deliveries d JOIN messages m ON m.id = d.message_id "
+            "WHERE d.channel = ? AND d.channel_message_id = ? ORDER BY m.seq",
+            (channel, channel_message_id),
+        )
+        if not rows:
+            return []
+        ids = [row[0] for row in rows]
+        found = self._user_messages(f"m.id IN ({', '.join('?' for _ in ids)})", ids, len(ids))
+        return found[::-1]
+
     def user_messages(
         self,
         session: str | None = None,

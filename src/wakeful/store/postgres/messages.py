@@ -178,6 +178,20 @@ class PostgresMessages:
         )
         return await self.get(rows[0][0]) if rows else None
 
+    async def all_by_channel_id(
+        self, channel: str, channel_message_id: str
+    ) -> list[OutboundMessage]:
+        rows = await self._access.read(
+            "SELECT d.message_id FROM message_deliveries d "
+            "WHERE d.channel = %s AND d.channel_message_id = %s",
+            (channel, channel_message_id),
+        )
+        if not rows:
+            return []
+        ids = [found for (found,) in rows]
+        messages = await _read_messages(self._access, "m.id = ANY(%s)", [ids], len(ids))
+        return messages[::-1]  # oldest first
+
     async def list(
         self,
         session: str | None = None,
