@@ -283,3 +283,45 @@ async def test_connections_the_server_ended_are_replaced_for_reads_and_writes(
             )
             await store.fenced(lease).trajectories.append("s1", [UserMessage(content="again")])
         assert len(await store.trajectories.load("s1")) == 2
+
+
+async def test_a_write_whose_connection_the_server_ends_before_it_commits_is_applied_again(
+    postgres_url: str,
+) -> None:
+    # The server ends the connection in the middle of a write (a restart, a terminated backend):
+    # nothing of it was committed, so it is begun again, once, on a new connection.
+    attempts: list[int] = []
+
+    async def apply(conn: object) -> None:
+        assert isinstance(conn, psycopg.AsyncConnection)
+        attempts.append(conn.info.backend_pid)
+        await conn.execute(
+            "INSERT INTO channel_cursors (channel, key, value, updated_at) VALUES ('t', 'k', 'v', now())"
+        )
+        if len(attempts) == 1:
+            sql(postgres_url, "SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))
+            await conn.execute("SELECT 1")  # the server has ended it: this fails
+
+    async with holding(postgres_url) as (store, _):
+        await store._access.write(apply, "a cursor")
+        assert len(attempts) == 2 and attempts[0] != attempts[1]
+        assert sql(postgres_url, "SELECT value FROM channel_cursors WHERE channel = 't'") == [
+            ("v",)
+        ]
+
+
+async def test_a_write_that_keeps_losing_its_connection_fails_saying_nothing_was_saved(
+    postgres_url: str,
+) -> None:
+    async def apply(conn: object) -> None:
+        assert isinstance(conn, psycopg.AsyncConnection)
+        await conn.execute(
+            "INSERT INTO channel_cursors (channel, key, value, updated_at) VALUES ('u', 'k', 'v', now())"
+        )
+        sql(postgres_url, "SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))
+        await conn.execute("SELECT 1")
+
+    async with holding(postgres_url) as (store, _):
+        with pytest.raises(StoreError, match="Nothing of this write was saved"):
+            await store._access.write(apply, "a cursor")
+        assert sql(postgres_url, "SELECT value FROM channel_cursors WHERE channel = 'u'") == []

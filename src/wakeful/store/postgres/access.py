@@ -260,21 +260,27 @@ class PostgresAccess:
         return None
 
     async def _transaction(self, body: Callable[[Connection], Awaitable[None]]) -> None:
-        """Run `body` in a transaction on a connection of the pool. A connection the server
-        ended while it sat idle in the pool fails its BEGIN, before anything of `body` ran: it
-        is replaced and the transaction begun again, once. (The pool's check sees such an end
-        only once the server's goodbye has arrived: see :func:`check_taken_connection`.)"""
+        """Run `body` in a transaction on a connection of the pool. When the server ends the
+        connection before the transaction commits (it sat ended in the pool and fails its
+        BEGIN, or the server ends it while `body` runs: a restart, a terminated backend),
+        nothing of it was committed: it is replaced and the transaction begun again, once.
+        A connection lost while committing is not: the commit may have happened. (The pool's
+        check sees an idle connection's end only once the server's goodbye has arrived: see
+        :func:`check_taken_connection`.)"""
         for last in (False, True):
-            taken = began = False
+            taken = began = committing = False
+            held: Connection | None = None
             try:
                 async with self.pool.connection() as conn:
-                    taken = True
+                    taken, held = True, conn
                     async with conn.transaction():
                         began = True
                         await body(conn)
+                        committing = True
                 return
             except psycopg.OperationalError:
-                if not taken or began or last:
+                ended = held is not None and held.broken
+                if not taken or last or committing or (began and not ended):
                     raise
 
     @staticmethod
