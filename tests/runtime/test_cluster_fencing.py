@@ -58,7 +58,10 @@ def sql(url: str, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any
 async def worker(url: str, workdir: Path, name: str, **options: Any) -> AsyncIterator[Runtime]:
     options.setdefault("model", FunctionModel(answer))
     rt = Runtime(workdir=workdir, store_url=url, with_timers=False, **options)
-    rt.cluster = SessionCluster(lease_seconds=2, name=name)
+    # Take-overs here are made by hand (an UPDATE of the lease row) or follow a clean stop, so
+    # no test waits for a lease to run out: one long enough that a loaded machine's late
+    # renewal never loses it.
+    rt.cluster = SessionCluster(lease_seconds=6, name=name)
     async with rt:
         yield rt
 
