@@ -296,7 +296,8 @@ async def test_a_write_whose_connection_the_server_ends_before_it_commits_is_app
         assert isinstance(conn, psycopg.AsyncConnection)
         attempts.append(conn.info.backend_pid)
         await conn.execute(
-            "INSERT INTO channel_cursors (channel, key, value, updated_at) VALUES ('t', 'k', 'v', now())"
+            "INSERT INTO channel_cursors (channel, key, value, updated_at) "
+            "VALUES ('t', 'k', 'v', now())"
         )
         if len(attempts) == 1:
             sql(postgres_url, "SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))
@@ -316,7 +317,8 @@ async def test_a_write_that_keeps_losing_its_connection_fails_saying_nothing_was
     async def apply(conn: object) -> None:
         assert isinstance(conn, psycopg.AsyncConnection)
         await conn.execute(
-            "INSERT INTO channel_cursors (channel, key, value, updated_at) VALUES ('u', 'k', 'v', now())"
+            "INSERT INTO channel_cursors (channel, key, value, updated_at) "
+            "VALUES ('u', 'k', 'v', now())"
         )
         sql(postgres_url, "SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))
         await conn.execute("SELECT 1")
