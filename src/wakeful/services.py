@@ -134,16 +134,6 @@ class MemoryMessages:
     async def get(self, message_id: str) -> OutboundMessage | None:
         return self._messages.get(message_id)
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
-        for message in reversed(self._messages.values()):
-            for delivery in message.deliveries:
-                if (
-                    delivery.channel == channel
-                    and delivery.channel_message_id == channel_message_id
-                ):
-                    return message
-        return None
-
     async def all_by_channel_id(
         self, channel: str, channel_message_id: str
     ) -> list[OutboundMessage]:

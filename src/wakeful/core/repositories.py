@@ -372,13 +372,6 @@ class MessageRepository(Protocol):
         """The message with this id, with its deliveries, or None."""
         ...
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
-        """The message whose copy on `channel` has that channel's id (a reaction or a reply to
-        an IM copy names it; the newest, when one copy stands for several, as a digest does), or
-        None. A receipt on the copy reads every message it stands for: see
-        :meth:`all_by_channel_id`."""
-        ...
-
     async def all_by_channel_id(
         self, channel: str, channel_message_id: str
     ) -> list[OutboundMessage]:

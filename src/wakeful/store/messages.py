@@ -137,12 +137,6 @@ class SqliteMessages:
         reader = self._access.reader
         return await self._access.read(partial(reader.user_message, message_id))
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
-        reader = self._access.reader
-        return await self._access.read(
-            partial(reader.user_message_by_channel_id, channel, channel_message_id)
-        )
-
     async def all_by_channel_id(
         self, channel: str, channel_message_id: str
     ) -> list[OutboundMessage]:

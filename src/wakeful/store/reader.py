@@ -206,18 +206,6 @@ class StoreReader:
         found = self._user_messages("m.id = ?", [message_id], 1)
         return found[0] if found else None
 
-    def user_message_by_channel_id(
-        self, channel: str, channel_message_id: str
-    ) -> OutboundMessage | None:
-        """The message whose copy on `channel` has that channel's id (the newest, when one copy
-        stands for several, as a digest does), or None."""
-        rows = self._rows(
-            "SELECT d.message_id FROM message_deliveries d JOIN messages m ON m.id = d.message_id "
-            "WHERE d.channel = ? AND d.channel_message_id = ? ORDER BY m.seq DESC LIMIT 1",
-            (channel, channel_message_id),
-        )
-        return self.user_message(rows[0][0]) if rows else None
-
     def user_messages_by_channel_id(
         self, channel: str, channel_message_id: str
     ) -> list[OutboundMessage]:

@@ -170,14 +170,6 @@ class PostgresMessages:
         found = await _read_messages(self._access, "m.id = %s", [message_id], 1)
         return found[0] if found else None
 
-    async def by_channel_id(self, channel: str, channel_message_id: str) -> OutboundMessage | None:
-        rows = await self._access.read(
-            "SELECT d.message_id FROM message_deliveries d JOIN messages m ON m.id = d.message_id "
-            "WHERE d.channel = %s AND d.channel_message_id = %s ORDER BY m.seq DESC LIMIT 1",
-            (channel, channel_message_id),
-        )
-        return await self.get(rows[0][0]) if rows else None
-
     async def all_by_channel_id(
         self, channel: str, channel_message_id: str
     ) -> list[OutboundMessage]:
